@@ -1,0 +1,137 @@
+"""Two-stream relative multi-head attention (XLNet's `rel_attn`).
+
+Shape glossary: see `modeling/ops.py` (B, L, M, K, R, P, D, H, d).
+"""
+
+import keras
+import tensorflow as tf
+
+from modeling import ops
+
+
+class TwoStreamRelativeAttention(keras.layers.Layer):
+  """Relative attention for the content stream h and, optionally, the query stream g.
+
+  Both streams share every weight: bias-free q, k, v, r, o kernels [D, H, d]
+  and one post-LayerNorm (epsilon 1e-12). Keys and values come from
+  concat(memory, h). The score of query i for key j is
+      ((q_i + r_w_bias)·k_j + (q_i + r_r_bias)·r_{(M+i)-j}
+       + (q_i + r_s_bias)·seg_embed[different segment?]) / sqrt(d)
+  The query stream holds only the P predicted positions; their relative
+  position scores are gathered at each target's position, which gives exactly
+  the release's scatter/gather through target_mapping at a fraction of the cost.
+  """
+
+  def __init__(self, n_head, d_head, dropout=0.0, dropatt=0.0,
+               kernel_initializer="glorot_uniform", **kwargs):
+    super().__init__(**kwargs)
+    self.n_head = n_head
+    self.d_head = d_head
+    self.dropout = dropout
+    self.dropatt = dropatt
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self._scale = 1.0 / (d_head ** 0.5)
+    self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="LayerNorm")
+    self.output_dropout = keras.layers.Dropout(dropout)
+    self.attention_dropout = keras.layers.Dropout(dropatt)
+
+  def build(self, h_shape):
+    d_model = h_shape[-1]
+    shape = (d_model, self.n_head, self.d_head)
+    for name in ("q", "k", "v", "r", "o"):
+      setattr(self, f"{name}_kernel", self.add_weight(
+          name=f"{name}_kernel", shape=shape, initializer=self.kernel_initializer))
+    self.layer_norm.build(h_shape)
+
+  def call(self, h, pos_emb, r_w_bias, r_r_bias, r_s_bias, seg_embed, seg_diff=None,
+           content_mask=None, mems=None, g=None, query_mask=None, query_seg_diff=None,
+           target_pos=None, target_valid=None, training=False):
+    """Runs one layer's attention.
+
+    Args:
+      h: [B, L, D] content stream.
+      pos_emb: [1 or 2, R, D] relative position embeddings (2 with bi_data:
+        first half of the batch, second half).
+      r_w_bias, r_r_bias, r_s_bias: [H, d] this layer's biases.
+      seg_embed: [2, H, d] (same segment, different segment).
+      seg_diff: bool [B, L, K], True where query and key segments differ; None
+        turns the segment term off.
+      content_mask: bool [B or 1, L, K], True = blocked; None = all visible.
+      mems: [B, M, D] memory of this layer, or None.
+      g: [B, P, D] query stream, or None.
+      query_mask, query_seg_diff: the rows of the query-stream mask and of
+        seg_diff at each target's position, [B or 1, P, K] / [B, P, K].
+      target_pos: int [B, P] position of each target in the segment.
+      target_valid: [B, P] 1 for a real target, 0 for a padding row (its
+        attention output is zeroed, as the release's all-zero mapping row).
+    Returns:
+      (h_out [B, L, D], g_out [B, P, D] or None).
+    """
+    dtype = self.compute_dtype
+    cast = lambda x: None if x is None else tf.cast(x, dtype)
+    h, g, mems, pos_emb = cast(h), cast(g), cast(mems), cast(pos_emb)
+    biases = (cast(r_w_bias), cast(r_r_bias), cast(r_s_bias))
+    seg_embed = cast(seg_embed)
+
+    cat = h if mems is None else tf.concat([mems, h], axis=1)
+    klen = tf.shape(cat)[1]
+    k = tf.einsum("bkD,Dnd->bknd", cat, cast(self.k_kernel))
+    v = tf.einsum("bkD,Dnd->bknd", cat, cast(self.v_kernel))
+    k_r = tf.einsum("brD,Dnd->brnd", pos_emb, cast(self.r_kernel))
+    w_q = cast(self.q_kernel)
+
+    q_h = tf.einsum("blD,Dnd->blnd", h, w_q)
+    vec_h = self._attend(q_h, k, v, k_r, biases, seg_embed, seg_diff, content_mask,
+                         klen, None, training)
+    h_out = self._post_attention(h, vec_h, training)
+    if g is None:
+      return h_out, None
+    q_g = tf.einsum("bpD,Dnd->bpnd", g, w_q)
+    vec_g = self._attend(q_g, k, v, k_r, biases, seg_embed, query_seg_diff, query_mask,
+                         klen, target_pos, training, seg_len=tf.shape(h)[1])
+    if target_valid is not None:
+      vec_g = vec_g * cast(target_valid)[:, :, None, None]
+    return h_out, self._post_attention(g, vec_g, training)
+
+  def _position_scores(self, q, k_r):
+    """[B, Q, H, d] x [1 or 2, R, H, d] -> [B, H, Q, R]."""
+    if k_r.shape[0] == 1:
+      return tf.einsum("bqnd,rnd->bnqr", q, k_r[0])
+    k_r = tf.repeat(k_r, tf.shape(q)[0] // 2, axis=0)  # bi_data: halves of the batch
+    return tf.einsum("bqnd,brnd->bnqr", q, k_r)
+
+  def _attend(self, q, k, v, k_r, biases, seg_embed, seg_diff, mask, klen, positions,
+              training, seg_len=None):
+    r_w_bias, r_r_bias, r_s_bias = biases
+    ac = tf.einsum("bqnd,bknd->bnqk", q + r_w_bias, k)
+    bd = self._position_scores(q + r_r_bias, k_r)
+    if positions is None:
+      bd = ops.rel_shift(bd, klen)
+    else:
+      # Row for a target at position p reads columns L - p + j (see rel_shift).
+      idx = seg_len - positions[:, None, :, None] + tf.range(klen)[None, None, None, :]
+      idx = tf.clip_by_value(idx, 0, tf.shape(bd)[-1] - 1)
+      idx = tf.broadcast_to(idx, tf.concat([tf.shape(bd)[:3], [klen]], axis=0))
+      bd = tf.gather(bd, idx, batch_dims=3)
+    score = ac + bd
+    if seg_diff is not None:
+      ef = tf.einsum("bqnd,snd->bnqs", q + r_s_bias, seg_embed)
+      score += tf.where(seg_diff[:, None], ef[..., 1:], ef[..., :1])
+    score = score * tf.cast(self._scale, score.dtype)
+    if mask is not None:
+      score = tf.where(mask[:, None], ops.large_negative(score.dtype), score)
+    prob = tf.nn.softmax(score, axis=-1)
+    prob = self.attention_dropout(prob, training=training)
+    return tf.einsum("bnqk,bknd->bqnd", prob, v)
+
+  def _post_attention(self, x, vec, training):
+    out = tf.einsum("bqnd,Dnd->bqD", vec, tf.cast(self.o_kernel, vec.dtype))
+    out = self.output_dropout(out, training=training)
+    return self.layer_norm(out + x)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(n_head=self.n_head, d_head=self.d_head, dropout=self.dropout,
+                  dropatt=self.dropatt,
+                  kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
+    return config

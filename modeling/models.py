@@ -1,0 +1,179 @@
+"""Task models: the encoder plus a head, each mapping to the release's checkpoint names.
+
+Inputs are dicts of tensors (shapes in `modeling/ops.py`'s glossary):
+  input_ids [B, L] int, seg_ids [B, L] int, input_mask [B, L] (1 = padding),
+  and per task: perm_mask [B, L, L], target_mapping [B, P, L] (pretraining);
+  p_mask [B, L], cls_index [B], start_positions [B] (SQuAD);
+  RACE takes [B, C, L] for every per-token input (C choices).
+"""
+
+import keras
+import tensorflow as tf
+
+from modeling import checkpoint_names as names
+from modeling.config import RunConfig, XLNetConfig
+from modeling.heads.classification_head import ClassificationHead
+from modeling.heads.lm_head import LMHead
+from modeling.heads.sequence_summary import SequenceSummary
+from modeling.heads.squad_head import SquadHead
+from modeling.xlnet_encoder import XLNetEncoder
+
+
+def _configs(config, run_config):
+  if isinstance(config, dict):
+    config = XLNetConfig.from_dict(config)
+  if isinstance(run_config, dict):
+    run_config = RunConfig.from_dict(run_config)
+  return config, run_config or RunConfig()
+
+
+class _XLNetModel(keras.Model):
+  """Shared plumbing: the encoder, config round trip, checkpoint names."""
+
+  def __init__(self, config, run_config=None, **kwargs):
+    super().__init__(**kwargs)
+    self.config, self.run_config = _configs(config, run_config)
+    self.encoder = XLNetEncoder(self.config, self.run_config, name="transformer")
+    self.initializer = self.run_config.initializer()
+
+  def encode(self, inputs, mems=None, training=False):
+    return self.encoder(inputs["input_ids"], seg_ids=inputs.get("seg_ids"),
+                        input_mask=inputs.get("input_mask"),
+                        perm_mask=inputs.get("perm_mask"),
+                        target_mapping=inputs.get("target_mapping"),
+                        mems=mems, training=training)
+
+  def _summary(self, summary_type, use_proj):
+    c, r = self.config, self.run_config
+    return SequenceSummary(summary_type, use_proj, n_head=c.n_head, d_head=c.d_head,
+                           dropout=r.dropout, dropatt=r.dropatt,
+                           kernel_initializer=self.initializer)
+
+  def tf1_variables(self):
+    """{release variable name: variable} for every weight of this model."""
+    raise NotImplementedError
+
+  def dummy_inputs(self, batch=2, seq_len=4):
+    """Tiny inputs that create every variable (batch 2 suits bi_data)."""
+    return {"input_ids": tf.zeros([batch, seq_len], tf.int32),
+            "seg_ids": tf.zeros([batch, seq_len], tf.int32),
+            "input_mask": tf.zeros([batch, seq_len], tf.float32)}
+
+  def ensure_built(self):
+    """Creates the variables with a tiny forward pass if not done yet."""
+    if not self.built or not self.encoder.built:
+      self(self.dummy_inputs(), training=False)
+    return self
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "run_config": self.run_config.to_dict(),
+            "name": self.name}
+
+
+class XLNetPretrainModel(_XLNetModel):
+  """Encoder + tied LM head. Returns logits [B, P, V] (query stream when a
+  target_mapping is given, otherwise [B, L, V] from the content stream) and
+  new_mems [N, B, M', D] when mem_len > 0."""
+
+  def __init__(self, config, run_config=None, **kwargs):
+    super().__init__(config, run_config, **kwargs)
+    self.lm_head = LMHead(self.config.n_token)
+
+  def call(self, inputs, mems=None, training=False):
+    out = self.encode(inputs, mems, training)
+    hidden = out.get("query_output", out["content_output"])
+    result = {"logits": self.lm_head(hidden, self.encoder.word_embedding), "hidden": hidden}
+    if "new_mems" in out:
+      result["new_mems"] = out["new_mems"]
+    return result
+
+  def tf1_variables(self):
+    return {**names.encoder(self.encoder), **names.lm_head(self.lm_head)}
+
+
+class XLNetClassifier(_XLNetModel):
+  """Sequence summary + logits: [B, n_class] (regression: [B])."""
+
+  def __init__(self, config, run_config=None, n_class=2, task_name="task", regression=False,
+               summary_type="last", use_proj=True, **kwargs):
+    super().__init__(config, run_config, **kwargs)
+    self.n_class, self.task_name, self.regression = n_class, task_name, regression
+    self.summary_type, self.use_proj = summary_type, use_proj
+    self.summary = self._summary(summary_type, use_proj)
+    self.head = ClassificationHead(1 if regression else n_class,
+                                   kernel_initializer=self.initializer)
+
+  def call(self, inputs, training=False):
+    hidden = self.encode(inputs, training=training)["content_output"]
+    logits = self.head(self.summary(hidden, inputs.get("input_mask"), training=training))
+    return logits[:, 0] if self.regression else logits
+
+  def tf1_variables(self):
+    scope = f"model/{'regression' if self.regression else 'classification'}_{self.task_name}"
+    return {**names.encoder(self.encoder), **names.summary(self.summary),
+            **names.dense(self.head.dense, f"{scope}/logit")}
+
+  def get_config(self):
+    return {**super().get_config(), "n_class": self.n_class, "task_name": self.task_name,
+            "regression": self.regression, "summary_type": self.summary_type,
+            "use_proj": self.use_proj}
+
+
+class XLNetSquadModel(_XLNetModel):
+  """SQuAD: see SquadHead for the outputs."""
+
+  def __init__(self, config, run_config=None, start_n_top=5, end_n_top=5, **kwargs):
+    super().__init__(config, run_config, **kwargs)
+    self.start_n_top, self.end_n_top = start_n_top, end_n_top
+    self.head = SquadHead(start_n_top, end_n_top, dropout=self.run_config.dropout,
+                          kernel_initializer=self.initializer)
+
+  def dummy_inputs(self, batch=2, seq_len=8):
+    inputs = super().dummy_inputs(batch, seq_len)
+    inputs.update(p_mask=tf.zeros([batch, seq_len], tf.float32),
+                  cls_index=tf.fill([batch], seq_len - 1))
+    return inputs
+
+  def call(self, inputs, training=False):
+    hidden = self.encode(inputs, training=training)["content_output"]
+    return self.head(hidden, inputs["p_mask"], inputs["cls_index"],
+                     start_positions=inputs.get("start_positions"), training=training)
+
+  def tf1_variables(self):
+    return {**names.encoder(self.encoder), **names.squad_head(self.head)}
+
+  def get_config(self):
+    return {**super().get_config(), "start_n_top": self.start_n_top,
+            "end_n_top": self.end_n_top}
+
+
+class XLNetRaceModel(_XLNetModel):
+  """Multiple choice: each of C (context, question+option) rows scored by
+  summary + dense(1); returns logits [B, C]."""
+
+  def __init__(self, config, run_config=None, summary_type="last", use_proj=True, **kwargs):
+    super().__init__(config, run_config, **kwargs)
+    self.summary_type, self.use_proj = summary_type, use_proj
+    self.summary = self._summary(summary_type, use_proj)
+    self.head = ClassificationHead(1, kernel_initializer=self.initializer)
+
+  def dummy_inputs(self, batch=2, seq_len=4, n_choice=4):
+    return {k: tf.stack([v] * n_choice, axis=1)
+            for k, v in super().dummy_inputs(batch, seq_len).items()}
+
+  def call(self, inputs, training=False):
+    ids = tf.convert_to_tensor(inputs["input_ids"])
+    n_choice, seq_len = ids.shape[1], ids.shape[2]
+    flat = {k: tf.reshape(v, [-1, seq_len]) for k, v in inputs.items()
+            if k in ("input_ids", "seg_ids", "input_mask")}
+    hidden = self.encode(flat, training=training)["content_output"]
+    scores = self.head(self.summary(hidden, flat.get("input_mask"), training=training))
+    return tf.reshape(scores, [-1, n_choice])
+
+  def tf1_variables(self):
+    return {**names.encoder(self.encoder), **names.summary(self.summary),
+            **names.dense(self.head.dense, "logits/dense")}
+
+  def get_config(self):
+    return {**super().get_config(), "summary_type": self.summary_type,
+            "use_proj": self.use_proj}

@@ -1,0 +1,205 @@
+"""The tricky maths of XLNet as pure functions (each has an exact small-matrix test).
+
+Layout is batch-major everywhere (the release is time-major; numbers are the same).
+
+Shape glossary:
+  B  batch                      L  query length (tokens of this segment)
+  M  memory length              K  key length = M + L
+  R  relative positions: K + L for attn_type "bi", K + 1 for "uni"
+  P  number of predicted targets (num_predict)
+  D  d_model    H  n_head    d  d_head    V  vocabulary
+
+THE MASK CONVENTION (the one used across this project, data and model alike):
+  every mask holds 1 / True where attention is BLOCKED (or a token is padding)
+  and 0 / False where it is allowed.  `input_mask[b, j] = 1` means token j is
+  padding; `perm_mask[b, i, j] = 1` means token i may not see token j.  This
+  is the release's convention, so released data and masks need no flipping.
+  Memory is always visible.
+"""
+
+import math
+
+import tensorflow as tf
+
+
+def large_negative(dtype):
+  """The value written into blocked attention scores, safe for `dtype`.
+
+  float32 / bfloat16 use the release's -1e30 (bfloat16 has float32's range);
+  float16 uses -6e4, which is finite there.
+  """
+  dtype = tf.as_dtype(dtype)
+  if dtype == tf.float16:
+    return tf.constant(-6e4, dtype)
+  return tf.constant(-1e30, dtype)
+
+
+def rel_shift(x, klen):
+  """Aligns scores over relative positions to keys (Transformer-XL's trick).
+
+  Args:
+    x: [B, H, L, R] scores; column t holds relative position `K - t` (that is,
+      column 0 is distance K, as `relative_positions` lays them out).
+  Returns:
+    [B, H, L, klen] with out[..., i, j] = x[..., i, L - i + j], the score for
+    relative distance (M + i) - j.
+  """
+  b, h, l, r = tf.unstack(tf.shape(x))
+  x = tf.reshape(x, [b, h, r, l])[:, :, 1:, :]
+  x = tf.reshape(x, [b, h, l, r - 1])
+  return x[:, :, :, :klen]
+
+
+def relative_positions(qlen, klen, attn_type="bi", clamp_len=-1):
+  """Relative distances, as floats: K, K-1, ..., -L+1 ("bi") or K, ..., 0 ("uni").
+
+  Returns [R]; clipped to [-clamp_len, clamp_len] when clamp_len > 0.
+  """
+  if attn_type == "bi":
+    beg, end = klen, -qlen
+  elif attn_type == "uni":
+    beg, end = klen, -1
+  else:
+    raise ValueError(f"unknown attn_type {attn_type!r}")
+  pos = tf.range(beg, end, -1, dtype=tf.float32)
+  if clamp_len > 0:
+    pos = tf.clip_by_value(pos, -float(clamp_len), float(clamp_len))
+  return pos
+
+
+def sinusoid_embedding(pos, d_model):
+  """[R] positions -> [R, D] = concat(sin(pos * inv_freq), cos(pos * inv_freq)).
+
+  inv_freq = 1 / 10000^(range(0, D, 2) / D); the halves are concatenated,
+  not interleaved.
+  """
+  freq = tf.range(0, d_model, 2.0, dtype=tf.float32)
+  inv_freq = 1.0 / tf.pow(10000.0, freq / d_model)
+  angles = pos[:, None] * inv_freq[None, :]
+  return tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+
+
+def relative_positional_encoding(qlen, klen, d_model, attn_type="bi",
+                                 bi_data=False, clamp_len=-1, dtype=tf.float32):
+  """The relative position embeddings all layers share.
+
+  Returns [1, R, D], or [2, R, D] with bi_data: row 0 (forward positions) is
+  for the first half of the batch, row 1 (negated positions) for the second.
+  """
+  fwd = relative_positions(qlen, klen, attn_type, clamp_len)
+  rows = [fwd]
+  if bi_data:
+    # The release builds the backward sequence as range(-beg, -end) and clamps
+    # it on its own; that equals -fwd in every case.
+    rows.append(-fwd)
+  emb = tf.stack([sinusoid_embedding(p, d_model) for p in rows], axis=0)
+  return tf.cast(emb, dtype)
+
+
+def segment_matrix(seg_ids, mlen):
+  """Which query/key pairs are in different segments.
+
+  Args:
+    seg_ids: [B, L] integer segment ids (any values; only equality matters).
+    mlen: memory length M; memory counts as segment 0.
+  Returns:
+    bool [B, L, K], True where token i and key j are in different segments.
+  """
+  seg_ids = tf.convert_to_tensor(seg_ids)
+  if mlen:
+    mem = tf.zeros([tf.shape(seg_ids)[0], mlen], seg_ids.dtype)
+    keys = tf.concat([mem, seg_ids], axis=1)
+  else:
+    keys = seg_ids
+  return tf.not_equal(seg_ids[:, :, None], keys[:, None, :])
+
+
+def causal_mask(qlen, mlen, same_length=False):
+  """The "uni" attention mask, [L, K] bool (True = blocked).
+
+  Query i sees memory and tokens j <= i; with same_length it also loses the
+  i oldest keys, so that every query sees exactly M + 1 keys (as the release).
+  """
+  ones = tf.ones([qlen, qlen], tf.float32)
+  upper = tf.linalg.band_part(ones, 0, -1)
+  diag = tf.linalg.band_part(ones, 0, 0)
+  mask = tf.concat([tf.zeros([qlen, mlen]), upper - diag], axis=1)
+  if same_length:
+    lower = tf.linalg.band_part(ones, -1, 0)
+    mask = tf.concat([mask[:, :qlen] + lower - diag, mask[:, qlen:]], axis=1)
+  return mask > 0
+
+
+def attention_masks(qlen, mlen, input_mask=None, perm_mask=None, attn_type="bi",
+                    same_length=False):
+  """The masks of the two streams (True = blocked).
+
+  Args:
+    qlen, mlen: L and M.
+    input_mask: [B, L], 1 for padding (keys that nobody may see), or None.
+    perm_mask: [B, L, L], 1 where query i may not see token j, or None.
+  Returns:
+    (content_mask, query_mask): each bool [B or 1, L, K], or (None, None) when
+    nothing is blocked. query_mask is the data mask as is (a target never sees
+    its own content); content_mask is the same with the diagonal of the L part
+    forced visible (a token always sees itself).
+  """
+  mask = None
+  if attn_type == "uni":
+    mask = causal_mask(qlen, mlen, same_length)[None]
+  elif attn_type != "bi":
+    raise ValueError(f"unknown attn_type {attn_type!r}")
+  data = None
+  if input_mask is not None:
+    data = tf.cast(input_mask, tf.float32)[:, None, :] > 0
+  if perm_mask is not None:
+    perm = tf.cast(perm_mask, tf.float32) > 0
+    data = perm if data is None else tf.logical_or(data, perm)
+  if data is not None:
+    if mlen:
+      pad = tf.zeros([tf.shape(data)[0], qlen, mlen], tf.bool)
+      data = tf.concat([pad, data], axis=2)
+    mask = data if mask is None else tf.logical_or(mask, data)
+  if mask is None:
+    return None, None
+  eye = tf.concat([tf.zeros([qlen, mlen], tf.bool),
+                   tf.cast(tf.eye(qlen), tf.bool)], axis=1)
+  content = tf.logical_and(mask, tf.logical_not(eye)[None])
+  return content, mask
+
+
+def cache_memory(curr, prev, mem_len, reuse_len=0):
+  """The memory a layer passes to the next segment (stop-gradient).
+
+  Args:
+    curr: [B, L, D] the layer's input for this segment.
+    prev: [B, M, D] the layer's memory, or None.
+    mem_len: how many positions to keep (0 = keep none, returns None).
+    reuse_len: cache only curr[:, :reuse_len] when > 0.
+  Returns:
+    [B, min(mem_len, M + L'), D] or None.
+  """
+  if not mem_len:
+    return None
+  if reuse_len and reuse_len > 0:
+    curr = curr[:, :reuse_len]
+  new = curr if prev is None else tf.concat([tf.cast(prev, curr.dtype), curr], axis=1)
+  return tf.stop_gradient(new[:, -mem_len:])
+
+
+def target_positions(target_mapping):
+  """One-hot target_mapping [B, P, L] -> (positions [B, P] int32, valid [B, P]).
+
+  Rows that are all zero (padding targets) get position 0 and valid 0.
+  """
+  target_mapping = tf.convert_to_tensor(target_mapping)
+  positions = tf.argmax(target_mapping, axis=-1, output_type=tf.int32)
+  valid = tf.reduce_sum(target_mapping, axis=-1)
+  return positions, valid
+
+
+def gelu(x):
+  """GELU, tanh approximation (as the release)."""
+  c = math.sqrt(2.0 / math.pi)
+  return 0.5 * x * (1.0 + tf.tanh(c * (x + 0.044715 * tf.pow(x, 3))))
+
