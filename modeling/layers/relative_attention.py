@@ -120,7 +120,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     score = score * tf.cast(self._scale, score.dtype)
     if mask is not None:
       score = tf.where(mask[:, None], ops.large_negative(score.dtype), score)
-    prob = tf.nn.softmax(score, axis=-1)
+    # Softmax in float32 even under mixed precision (cheap, and stable).
+    prob = tf.cast(tf.nn.softmax(tf.cast(score, tf.float32), axis=-1), v.dtype)
     prob = self.attention_dropout(prob, training=training)
     return tf.einsum("bnqk,bknd->bqnd", prob, v)
 
