@@ -119,15 +119,27 @@ def save_tf1_checkpoint(model, path, global_step=None):
   return path
 
 
-def save_native_checkpoint(model, path):
-  """Object-based TF2 checkpoint of the model (tf.train.Checkpoint.write)."""
+def native_objects(model):
+  """{stable key: variable} for tf.train.Checkpoint, keyed by each variable's
+  Keras path without the model's own (auto-numbered) name."""
   model.ensure_built()
-  return tf.train.Checkpoint(model=model).write(path)
+  objects = {}
+  for var in model.weights:
+    key = var.path.split("/", 1)[-1].replace("/", ".")
+    if key in objects:
+      raise ValueError(f"two variables share the checkpoint key {key!r}")
+    objects[key] = var
+  return objects
+
+
+def save_native_checkpoint(model, path):
+  """Object-based TF2 checkpoint of the model's variables; returns its prefix."""
+  return tf.train.Checkpoint(**native_objects(model)).write(path)
 
 
 def load_native_checkpoint(model, path):
-  model.ensure_built()
-  status = tf.train.Checkpoint(model=model).read(resolve(path))
+  """Restores a `save_native_checkpoint` file; every variable must be there."""
+  status = tf.train.Checkpoint(**native_objects(model)).read(resolve(path))
   status.assert_existing_objects_matched()
   return status
 

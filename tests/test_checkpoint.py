@@ -1,0 +1,108 @@
+"""Checkpoint formats: release TF1 names in and out, native TF2, clear errors."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import checkpoint
+from modeling.config import RunConfig, XLNetConfig
+from modeling.models import XLNetClassifier, XLNetPretrainModel, XLNetRaceModel
+from tests import reference as ref
+
+SIZE = dict(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=24, n_token=40)
+RUN = RunConfig(dropout=0.0, dropatt=0.0)
+
+
+def _write(tmp_path, name="model.ckpt", drop=(), untie_r=True, heads=(), **overrides):
+  weights = ref.random_release_weights(**SIZE, untie_r=untie_r, heads=heads)
+  weights.update(overrides)
+  for key in drop:
+    del weights[key]
+  return weights, ref.write_tf1_checkpoint(weights, str(tmp_path / name))
+
+
+@pytest.mark.parametrize("untie_r", [True, False])
+def test_tf1_load_then_save_round_trips_every_variable(tmp_path, untie_r):
+  weights, prefix = _write(tmp_path, untie_r=untie_r)
+  model = XLNetPretrainModel(XLNetConfig(**SIZE, untie_r=untie_r), RUN)
+  report = checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+  assert sorted(report.loaded) == sorted(weights) and not report.fresh and not report.unused
+  out_dir = tmp_path / "export"
+  checkpoint.save_tf1_checkpoint(model, str(out_dir / "xlnet_model.ckpt"), global_step=7)
+  found = tf.train.latest_checkpoint(str(out_dir))
+  assert found == str(out_dir / "xlnet_model.ckpt")
+  reader = tf.train.load_checkpoint(found)
+  assert set(reader.get_variable_to_shape_map()) == set(weights) | {"global_step"}
+  for name, value in weights.items():
+    np.testing.assert_array_equal(reader.get_tensor(name), value)
+  assert reader.get_tensor("global_step") == 7
+  assert not list(out_dir.glob("*.tmp*"))
+
+
+def test_fine_tuned_checkpoint_without_mask_emb_and_lm_bias(tmp_path):
+  _, prefix = _write(tmp_path, drop=("model/transformer/mask_emb/mask_emb", "model/lm_loss/bias"))
+  model = XLNetPretrainModel(XLNetConfig(**SIZE), RUN)
+  report = checkpoint.load_tf1_checkpoint(model, prefix)
+  assert sorted(report.fresh) == ["model/lm_loss/bias", "model/transformer/mask_emb/mask_emb"]
+  with pytest.raises(ValueError, match="missing 2: .*mask_emb"):
+    checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+
+
+def test_pretrained_checkpoint_initialises_a_classifier(tmp_path):
+  weights, prefix = _write(tmp_path)
+  model = XLNetClassifier(XLNetConfig(**SIZE), RUN, n_class=2, task_name="imdb")
+  report = checkpoint.load_tf1_checkpoint(model, prefix)
+  assert sorted(report.fresh) == ["model/classification_imdb/logit/bias",
+                                  "model/classification_imdb/logit/kernel",
+                                  "model/sequnece_summary/summary/bias",
+                                  "model/sequnece_summary/summary/kernel"]
+  assert report.unused == ["model/lm_loss/bias"]
+  np.testing.assert_array_equal(model.encoder.word_embedding.numpy(),
+                                weights["model/transformer/word_embedding/lookup_table"])
+
+
+def test_race_and_attn_summary_heads_load_by_release_name(tmp_path):
+  d = SIZE["d_model"]
+  heads = [("model/sequnece_summary/abs_attn/q", (d, 2, 8)),
+           ("model/sequnece_summary/abs_attn/k", (d, 2, 8)),
+           ("model/sequnece_summary/abs_attn/v", (d, 2, 8)),
+           ("model/sequnece_summary/abs_attn/o", (d, 2, 8)),
+           ("model/sequnece_summary/abs_attn/LayerNorm", None),
+           ("model/sequnece_summary/summary", (d, d)), ("logits/dense", (d, 1))]
+  weights, _ = _write(tmp_path, heads=heads)
+  for name in list(weights):  # head projections have no bias in the release
+    if "/abs_attn/" in name and name.endswith("/bias"):
+      del weights[name]
+  weights["model/sequnece_summary/summary_bias"] = np.linspace(-1, 1, d).astype(np.float32)
+  prefix = ref.write_tf1_checkpoint(weights, str(tmp_path / "race.ckpt"))
+  model = XLNetRaceModel(XLNetConfig(**SIZE), RUN, summary_type="attn")
+  report = checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+  assert not report.fresh
+  np.testing.assert_array_equal(model.head.dense.kernel.numpy(), weights["logits/dense/kernel"])
+
+
+def test_mis_shaped_and_missing_variables_are_named(tmp_path):
+  _, prefix = _write(tmp_path, untie_r=False)
+  model = XLNetPretrainModel(XLNetConfig(**SIZE, untie_r=True), RUN)
+  with pytest.raises(ValueError) as err:
+    checkpoint.load_tf1_checkpoint(model, prefix)
+  message = str(err.value)
+  assert "model.ckpt" in message and "model/transformer/r_w_bias (checkpoint [2, 8], model [2, 2, 8])" in message
+  assert "untie_r" in message and "\n" not in message
+  _, prefix = _write(tmp_path, name="m2.ckpt", drop=("model/transformer/layer_1/ff/layer_2/bias",))
+  with pytest.raises(ValueError, match=r"m2.ckpt: .*missing 1: model/transformer/layer_1/ff/layer_2/bias"):
+    checkpoint.load_tf1_checkpoint(XLNetPretrainModel(XLNetConfig(**SIZE), RUN), prefix)
+  with pytest.raises(FileNotFoundError, match="nowhere.ckpt"):
+    checkpoint.load_tf1_checkpoint(model, str(tmp_path / "nowhere.ckpt"))
+
+
+def test_native_tf2_round_trip_and_auto_detection(tmp_path):
+  _, prefix = _write(tmp_path)
+  model = XLNetPretrainModel(XLNetConfig(**SIZE), RUN)
+  assert "loaded 33 variables" in checkpoint.load_checkpoint(model, prefix)
+  native = checkpoint.save_native_checkpoint(model, str(tmp_path / "native" / "ckpt"))
+  clone = XLNetPretrainModel(XLNetConfig(**SIZE), RUN)
+  assert "native" in checkpoint.load_checkpoint(clone, native)
+  for a, b in zip(model.weights, clone.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert not checkpoint.is_tf1_checkpoint(native)
