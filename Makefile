@@ -1,0 +1,20 @@
+# Set-up is two commands on a fresh machine (see README.md):
+#   make quickstart   installs the runtime and runs the main job on embedded data
+#   make test         installs the test requirements and runs the test suite
+PYTHON ?= python3
+PIP = $(PYTHON) -m pip install --disable-pip-version-check -q
+
+.PHONY: install install-dev quickstart test
+
+install:
+	$(PIP) -r requirements.txt
+
+install-dev:
+	$(PIP) -r requirements-dev.txt
+
+quickstart: install
+	$(PYTHON) quickstart.py
+
+test: install-dev
+	$(PYTHON) -m pytest -q tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; exit $$rc

@@ -1,0 +1,43 @@
+"""absl flags shared by the entry scripts: the model and run configuration."""
+
+from absl import flags
+
+from modeling.config import RunConfig, XLNetConfig
+
+
+def define_model_flags():
+  """Flags every script that builds an XLNet accepts."""
+  flags.DEFINE_string("model_config_path", None,
+                      "xlnet_config.json of the model (released or written by this project).")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Checkpoint to start from: a released TF1 checkpoint prefix, a directory "
+                      "holding one, or a native TF2 checkpoint written by this project.")
+  flags.DEFINE_float("dropout", 0.1, "Dropout rate on embeddings, attention output and FFN.")
+  flags.DEFINE_float("dropatt", 0.1, "Dropout rate on attention probabilities.")
+  flags.DEFINE_integer("mem_len", 0, "Tokens of memory cached per layer (0 = none).")
+  flags.DEFINE_integer("reuse_len", 0, "Only the first reuse_len tokens of a segment are "
+                       "cached as memory (0 = all).")
+  flags.DEFINE_bool("bi_data", False, "Forward positions for the first half of the batch, "
+                    "backward for the second (batch must be even).")
+  flags.DEFINE_integer("clamp_len", -1, "Clip relative positions to [-clamp_len, clamp_len] "
+                       "(-1 = no clipping).")
+  flags.DEFINE_bool("same_length", False, "(uni only) every query sees the same number of keys.")
+  flags.DEFINE_enum("attn_type", "bi", ["bi", "uni"], "Bidirectional or causal attention.")
+  flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer of new weights.")
+  flags.DEFINE_float("init_std", 0.02, "Standard deviation of the normal initializer.")
+  flags.DEFINE_float("init_range", 0.1, "Half-width of the uniform initializer.")
+  flags.DEFINE_bool("use_bfloat16", False, "Mixed precision: bfloat16 compute, float32 weights.")
+
+
+def model_config_from_flags(flag_values=flags.FLAGS):
+  if not flag_values.model_config_path:
+    raise flags.ValidationError("--model_config_path is required (an xlnet_config.json)")
+  return XLNetConfig.from_json(flag_values.model_config_path)
+
+
+def run_config_from_flags(flag_values=flags.FLAGS):
+  f = flag_values
+  return RunConfig(dropout=f.dropout, dropatt=f.dropatt, mem_len=f.mem_len,
+                   reuse_len=f.reuse_len, bi_data=f.bi_data, clamp_len=f.clamp_len,
+                   same_length=f.same_length, attn_type=f.attn_type, init=f.init,
+                   init_range=f.init_range, init_std=f.init_std)
