@@ -98,9 +98,10 @@ def hf_state_dict(weights, n_layer, untie_r=True, task=None):
 
 def hf_config(n_layer, d_model, n_head, d_inner, n_token, **kw):
   from transformers import XLNetConfig
+  kw.setdefault("ff_activation", "gelu_new")  # HF's "gelu" is the erf form; the release's is tanh
   return XLNetConfig(vocab_size=n_token, d_model=d_model, n_layer=n_layer, n_head=n_head,
-                     d_inner=d_inner, ff_activation="gelu_new", dropout=0.0,
-                     layer_norm_eps=1e-12, summary_last_dropout=0.0, **kw)
+                     d_inner=d_inner, dropout=0.0, layer_norm_eps=1e-12,
+                     summary_last_dropout=0.0, **kw)
 
 
 def hf_model(cls, config, state_dict):

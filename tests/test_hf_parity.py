@@ -17,16 +17,18 @@ SIZE = dict(n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=48, n_token=97)
 TOL = 1e-5
 
 
-def _setup(tmp_path, untie_r=True, heads=(), seed=0):
+def _setup(tmp_path, untie_r=True, heads=(), seed=0, activation="gelu"):
   weights = ref.random_release_weights(**SIZE, untie_r=untie_r, seed=seed, heads=heads)
   prefix = ref.write_tf1_checkpoint(weights, str(tmp_path / "model.ckpt"))
-  config = XLNetConfig(**SIZE, untie_r=untie_r)
+  config = XLNetConfig(**SIZE, untie_r=untie_r, ff_activation=activation)
   return weights, prefix, config
 
 
 def _hf(cls, weights, untie_r, task, **kw):
   size = {k: v for k, v in SIZE.items() if k != "d_head"}
   config = ref.hf_config(**size, untie_r=untie_r, **kw)
+  if kw.get("ff_activation") == "relu":
+    assert config.ff_activation == "relu"
   return ref.hf_model(cls, config, ref.hf_state_dict(weights, SIZE["n_layer"], untie_r, task))
 
 
@@ -73,11 +75,11 @@ def test_pretrain_two_stream_matches_hf(tmp_path, untie_r, bi_data, clamp_len):
   assert ref.rel_err(ours["new_mems"], hf_mems) < TOL
 
 
-@pytest.mark.parametrize("same_length", [False, True])
-def test_uni_content_stream_with_memory_matches_hf(tmp_path, same_length):
+@pytest.mark.parametrize("same_length,activation", [(False, "gelu"), (True, "relu")])
+def test_uni_content_stream_with_memory_matches_hf(tmp_path, same_length, activation):
   # HF's "uni" path breaks when a data mask is added (an in-place broadcast),
   # so the causal mask is checked alone here; the data masks are covered above.
-  weights, prefix, config = _setup(tmp_path, seed=4)
+  weights, prefix, config = _setup(tmp_path, seed=4, activation=activation)
   batch, seq_len, mlen = 2, 7, 5
   run = RunConfig(dropout=0.0, dropatt=0.0, mem_len=6, attn_type="uni",
                   same_length=same_length)
@@ -89,7 +91,7 @@ def test_uni_content_stream_with_memory_matches_hf(tmp_path, same_length):
   mems = rng.standard_normal([SIZE["n_layer"], batch, mlen, SIZE["d_model"]]).astype(np.float32)
   ours = model({"input_ids": ids, "seg_ids": seg}, mems=mems)
   hf = _hf(transformers.XLNetLMHeadModel, weights, True, "lm", attn_type="uni", mem_len=6,
-           same_length=same_length)
+           same_length=same_length, **({"ff_activation": "relu"} if activation == "relu" else {}))
   with torch.no_grad():
     out = hf(input_ids=torch.tensor(ids).long(), token_type_ids=torch.tensor(seg).long(),
              mems=[torch.tensor(m.transpose(1, 0, 2)) for m in mems], use_mems=True)

@@ -157,3 +157,28 @@ def test_mixed_bfloat16_matches_float32_and_trains():
   optimizer = keras.optimizers.AdamW(learning_rate=3e-3)
   loss, _ = _jit_train_step(bf16, optimizer)(batch, mems)
   assert np.isfinite(float(loss))
+
+
+def test_dropout_only_in_training_and_memory_stops_gradients():
+  run = RunConfig(dropout=0.3, dropatt=0.3, mem_len=5)
+  model = XLNetPretrainModel(TINY, run).ensure_built()
+  batch = {k: tf.constant(v) for k, v in _pretrain_batch().items()}
+  mems = tf.random.stateless_normal([TINY.n_layer, 4, 3, TINY.d_model], [5, 6])
+  eval_a, eval_b = model(batch, mems=mems), model(batch, mems=mems)
+  np.testing.assert_array_equal(eval_a["logits"], eval_b["logits"])
+  train = model(batch, mems=mems, training=True)
+  assert np.max(np.abs(train["logits"] - eval_a["logits"])) > 1e-3
+  with tf.GradientTape() as tape:
+    out = model(batch, mems=mems, training=True)
+    through_mems = tf.reduce_sum(out["new_mems"])
+  grads = tape.gradient(through_mems, model.trainable_variables)
+  assert all(g is None for g in grads)  # new memory is stop-gradient
+
+
+def test_regression_and_classifier_output_shapes():
+  run = RunConfig(dropout=0.0, dropatt=0.0)
+  reg = XLNetClassifier(TINY, run, regression=True, task_name="sts-b").ensure_built()
+  assert reg(reg.dummy_inputs(batch=3)).shape == (3,)
+  assert "model/regression_sts-b/logit/kernel" in reg.tf1_variables()
+  cls = XLNetClassifier(TINY, run, n_class=5, summary_type="mean").ensure_built()
+  assert cls(cls.dummy_inputs(batch=3)).shape == (3, 5)
