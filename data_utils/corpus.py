@@ -1,0 +1,83 @@
+"""An English corpus every machine has: the docstrings of Python's standard library.
+
+One sentence per line, a blank line between documents (one document per
+docstring), in a fixed order, so the same Python gives the same bytes. Used by
+the benchmarks and the quickstart; no download.
+"""
+
+import ast
+import os
+import re
+import sysconfig
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
+_SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__", "lib2to3"}
+
+
+def _docstrings(path):
+  try:
+    with open(path, "rb") as f:
+      tree = ast.parse(f.read(), filename=path)
+  except (SyntaxError, ValueError, UnicodeDecodeError, OSError):
+    return
+  nodes = [tree] + [n for n in ast.walk(tree)
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+  for node in nodes:
+    doc = ast.get_docstring(node)
+    if doc:
+      yield node, doc
+
+
+def _sentences(doc):
+  """Paragraph-aware sentence split; code-ish and very short lines dropped."""
+  for paragraph in re.split(r"\n\s*\n", doc):
+    lines = [l.strip() for l in paragraph.splitlines()]
+    if not lines or any(l.startswith((">>>", "...", "$ ")) for l in lines):
+      continue
+    text = " ".join(l for l in lines if l)
+    for sentence in _SENTENCE_END.split(text):
+      sentence = sentence.strip()
+      if len(sentence.split()) >= 3:
+        yield sentence
+
+
+def documents(stdlib_dir=None):
+  """Yields (module name, qualified object name, [sentences]) in a fixed order."""
+  root = stdlib_dir or sysconfig.get_paths()["stdlib"]
+  for dirpath, dirnames, filenames in os.walk(root):
+    dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+    for name in sorted(filenames):
+      if not name.endswith(".py"):
+        continue
+      path = os.path.join(dirpath, name)
+      module = os.path.relpath(path, root)[:-3].replace(os.sep, ".")
+      for node, doc in _docstrings(path):
+        sentences = list(_sentences(doc))
+        if sentences:
+          yield module, getattr(node, "name", module), sentences
+
+
+def write_corpus(path, max_bytes=None, repeat_to=None):
+  """Writes the corpus to `path` (atomically); returns (documents, bytes).
+
+  repeat_to: if the docstrings are fewer bytes than this, repeat them (for
+  benchmarks that need a fixed input size).
+  """
+  tmp = f"{path}.tmp-{os.getpid()}"
+  n_docs = n_bytes = 0
+  with open(tmp, "w", encoding="utf-8") as f:
+    while True:
+      before = n_bytes
+      for _, _, sentences in documents():
+        text = "\n".join(sentences) + "\n\n"
+        size = len(text.encode("utf-8"))
+        if max_bytes and n_bytes + size > max_bytes:
+          break
+        f.write(text)
+        n_docs += 1
+        n_bytes += size
+      if not repeat_to or n_bytes >= repeat_to or n_bytes == before or (
+          max_bytes and n_bytes + 1000 > max_bytes):
+        break
+  os.replace(tmp, path)
+  return n_docs, n_bytes

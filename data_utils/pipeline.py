@@ -1,0 +1,121 @@
+"""The pretraining input pipeline: records -> the tensors the model needs.
+
+`parse` decodes a batch of serialized records into compact tensors; `expand`
+turns those into perm_mask / target_mapping / targets. Both are vectorised over
+the batch, use static shapes, and compile with XLA, so `expand` can run in
+tf.data or inside the (jit-compiled) train step on the accelerator.
+
+Shapes: B records, L seq_len, P num_predict. Mask convention: 1 = blocked.
+"""
+
+import tensorflow as tf
+
+from data_utils import record_format
+from data_utils.tokenization import CLS_ID, SEP_ID
+
+
+def parse(serialized, params):
+  """[B] serialized records -> compact dict of [B, ...] tensors.
+
+  Returns input_ids int32 [B, L], perm int32 [B, L] (rank inside its block),
+  is_masked bool [B, L], a_len int32 [B], label int32 [B].
+  """
+  spec = {name: tf.io.FixedLenFeature([], tf.string) for name in record_format.FEATURES}
+  raw = tf.io.parse_example(serialized, spec)
+  seq_len = params.seq_len
+  id_type = tf.uint16 if params.id_dtype().itemsize == 2 else tf.uint32
+  perm_type = tf.uint8 if params.perm_dtype().itemsize == 1 else tf.uint16
+  ids = tf.reshape(tf.io.decode_raw(raw["input_ids"], id_type), [-1, seq_len])
+  perm = tf.reshape(tf.io.decode_raw(raw["perm"], perm_type), [-1, seq_len])
+  packed = tf.cast(tf.reshape(tf.io.decode_raw(raw["is_masked"], tf.uint8), [-1, seq_len // 8]),
+                   tf.int32)
+  bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(packed[:, :, None], tf.range(8)), 1)
+  meta = tf.reshape(tf.io.decode_raw(raw["meta"], tf.uint16), [-1, 2])
+  return {"input_ids": tf.cast(ids, tf.int32), "perm": tf.cast(perm, tf.int32),
+          "is_masked": tf.reshape(bits, [-1, seq_len]) > 0,
+          "a_len": tf.cast(meta[:, 0], tf.int32), "label": tf.cast(meta[:, 1], tf.int32)}
+
+
+def factorization_rank(perm, params):
+  """[B, L] rank inside block -> rank inside its half (blocks in order)."""
+  pos = tf.range(params.seq_len)
+  in_half = tf.where(pos < params.reuse_len, pos, pos - params.reuse_len)
+  base = (in_half // params.perm_size) * params.perm_size
+  return base[None, :] + perm
+
+
+def expand(compact, params):
+  """Compact records -> model inputs, the release's `_local_perm` rules.
+
+  Returns input_ids / input_k [B, L] int32, seg_ids [B, L] int32 (0 A, 1 B,
+  2 <cls>), input_mask [B, L] zeros, perm_mask [B, L, L] float32,
+  target_mapping [B, P, L] float32, target [B, P] int32, target_mask [B, P]
+  float32, input_q [B, L] float32 (1 at targets), is_masked, label.
+  """
+  ids, is_masked = compact["input_ids"], compact["is_masked"]
+  seq_len, reuse, num_predict = params.seq_len, params.reuse_len, params.num_predict
+  batch = tf.shape(ids)[0]
+  pos = tf.range(seq_len)
+
+  func = tf.logical_or(tf.equal(ids, SEP_ID), tf.equal(ids, CLS_ID))
+  non_mask = tf.logical_and(tf.logical_not(is_masked), tf.logical_not(func))
+  masked_or_func = tf.logical_not(non_mask)
+  targets = tf.logical_and(is_masked, tf.logical_not(func))
+  # Non-targets get the smallest rank: visible to all, and they see no target.
+  rank = tf.where(non_mask, -1, factorization_rank(compact["perm"], params))
+  self_rank = tf.where(targets, rank, rank + 1)   # a target does not see itself
+  within = tf.logical_and(self_rank[:, :, None] <= rank[:, None, :], masked_or_func[:, None, :])
+  half = pos >= reuse
+  same_half = tf.equal(half[:, None], half[None, :])
+  reuse_sees_new = tf.logical_and(tf.logical_not(half)[:, None], half[None, :])  # blocked
+  perm_mask = tf.where(same_half[None], within, reuse_sees_new[None])
+
+  # Targets in position order, padded with all-zero rows.
+  slot = tf.where(targets, tf.cumsum(tf.cast(targets, tf.int32), axis=1) - 1, num_predict)
+  target_mapping = tf.transpose(tf.one_hot(slot, num_predict + 1)[:, :, :num_predict], [0, 2, 1])
+  target = tf.cast(tf.einsum("bpl,bl->bp", target_mapping, tf.cast(ids, tf.float32)), tf.int32)
+
+  a_len = compact["a_len"][:, None]
+  seg_ids = tf.where(pos[None, :] < reuse + a_len + 1, 0,
+                     tf.where(pos[None, :] < seq_len - 1, 1, 2))
+  return {"input_ids": ids, "input_k": ids, "seg_ids": seg_ids,
+          "input_mask": tf.zeros([batch, seq_len], tf.float32),
+          "perm_mask": tf.cast(perm_mask, tf.float32), "target_mapping": target_mapping,
+          "target": target, "target_mask": tf.reduce_sum(target_mapping, axis=-1),
+          "input_q": tf.cast(targets, tf.float32), "is_masked": is_masked,
+          "label": compact["label"]}
+
+
+def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, bi_data,
+                     num_core_per_host=1, vocab_size=None, split="train", expand_records=True,
+                     repeat=True, host_id=0, num_hosts=1):
+  """Batches of one replica each, in lane order, from `record_dir`.
+
+  The training flags are checked against the records' info first (one-line
+  error naming what differs). Each element is one replica's batch
+  (bsz_per_host / num_core_per_host rows); consecutive elements are the
+  replicas of one step in order, so row r of replica c is always the same lane
+  and memory can be carried across steps. Files are read in order, never
+  shuffled: records of a lane continue each other.
+
+  Returns (dataset, params, num_batch).
+  """
+  expected = dict(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict,
+                  bsz_per_host=bsz_per_host, bi_data=bi_data,
+                  num_core_per_host=num_core_per_host)
+  if vocab_size is not None:
+    expected["vocab_size"] = vocab_size
+  params, files, num_batch = record_format.find_records(record_dir, split, **expected)
+  files = files[host_id::num_hosts]
+  if not files:
+    raise ValueError(f"{record_dir}: {len(files)} record files for {num_hosts} hosts: host "
+                     f"{host_id} gets none")
+  ds = tf.data.TFRecordDataset(files)
+  if repeat:
+    ds = ds.repeat()
+  ds = ds.batch(bsz_per_host // num_core_per_host, drop_remainder=True)
+  ds = ds.map(lambda x: parse(x, params), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if expand_records:
+    ds = ds.map(lambda x: expand(x, params), num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=True)
+  return ds.prefetch(tf.data.AUTOTUNE), params, num_batch

@@ -1,0 +1,204 @@
+"""Random choices of the pretraining data, vectorised over many examples at once.
+
+Pure numpy functions of an explicit `np.random.Generator`; each follows the
+release's rule (see ../shared/reference/xlnet.md) with its faults fixed:
+
+- `lanes`: the release's batchify into bsz rows, bi_data rows reversed, per-core layout.
+- `split_a_b`: segments A and B for every step of one lane (B the true
+  continuation with p = 0.5, else a random span), as `_split_a_and_b`.
+- `sample_targets`: span-based targets (n in 1..5 with p ∝ 1/n, context
+  n * alpha / beta), over whole words (mode "word"), the release's n pieces
+  (mode "piece"), or single random tokens (mode "single"); never a func token;
+  exactly `goal` targets per example.
+- `permutation_ranks`: the factorization order, a random permutation inside
+  every perm_size block.
+"""
+
+import numpy as np
+
+MAX_GRAM = 5
+
+
+def lanes(stream, sent_ids, bsz_per_host, num_core_per_host=1, bi_data=False):
+  """Cuts one token stream into batch rows, laid out per core.
+
+  Returns (data [bsz, T], sent [bsz, T], reversed [bsz] bool). With bi_data the
+  stream is cut into bsz/2 forward rows; every core holds its forward rows
+  first, then the same rows reversed (the release's layout), so a contiguous
+  per-replica split of a batch is half forward, half backward.
+  """
+  n_fwd = bsz_per_host // 2 if bi_data else bsz_per_host
+  steps = len(stream) // n_fwd
+  data = stream[:n_fwd * steps].reshape(n_fwd, steps)
+  sent = sent_ids[:n_fwd * steps].reshape(n_fwd, steps)
+  if not bi_data:
+    return data, sent, np.zeros(bsz_per_host, bool)
+  per_core = bsz_per_host // num_core_per_host // 2
+  data = data.reshape(num_core_per_host, 1, per_core, steps)
+  sent = sent.reshape(num_core_per_host, 1, per_core, steps)
+  data = np.concatenate([data, data[..., ::-1]], axis=1).reshape(bsz_per_host, steps)
+  sent = np.concatenate([sent, sent[..., ::-1]], axis=1).reshape(bsz_per_host, steps)
+  rev = np.tile(np.repeat([False, True], per_core), num_core_per_host)
+  return data, sent, rev
+
+
+def split_a_b(rng, sent, begins, tot_len):
+  """Segments A and B starting at each of `begins` in one row.
+
+  Args:
+    sent: [T] sentence ids of the row (a change marks a sentence boundary).
+    begins: [m] start of A for each step.
+    tot_len: tokens of A + B together.
+  Returns:
+    dict of [m] arrays a_begin, a_end, b_begin, b_end, label (1 = B is the
+    true continuation), ok (False where the release returns None).
+  """
+  data_len = len(sent)
+  begins = np.asarray(begins, np.int64)
+  m = len(begins)
+  bounds = np.flatnonzero(sent[1:] != sent[:-1]) + 1
+  nb = len(bounds)
+  pick = lambda idx: bounds[np.clip(idx, 0, max(nb - 1, 0))] if nb else np.zeros_like(idx)
+  u_label, u_cut, u_b = rng.random(m), rng.random(m), rng.random(m)
+
+  lo = np.searchsorted(bounds, begins, "right")
+  hi = np.searchsorted(bounds, begins + tot_len, "left")
+  count = hi - lo
+  end_idx = np.where(hi < nb, pick(hi), data_len)
+  cut = pick(lo + np.floor(u_cut * count).astype(np.int64))
+  random_b = (count == 0) | (u_label < 0.5)
+  a_end = np.where(count == 0, end_idx, cut)
+
+  # B as a random span, grown to whole sentences.
+  b_len = np.maximum(1, tot_len - (a_end - begins))
+  b_begin = np.floor(u_b * np.maximum(data_len - b_len, 1)).astype(np.int64)
+  b_end = b_begin + b_len
+  j = np.searchsorted(bounds, b_begin, "right") - 1
+  b_begin = np.where(j >= 0, pick(j), 0)
+  j = np.searchsorted(bounds, b_end, "left")
+  b_end = np.minimum(np.where(j < nb, pick(j), data_len - 1), data_len - 1)
+  b_begin = np.where(random_b, b_begin, a_end)
+  b_end = np.where(random_b, b_end, end_idx)
+
+  a, b = _trim(a_end - begins, b_end - b_begin, tot_len)
+  a_end, b_end = begins + a, b_begin + b
+  ok = (begins + tot_len < data_len) & (a_end < data_len) & (b_end < data_len)
+  return {"a_begin": begins, "a_end": a_end, "b_begin": b_begin, "b_end": b_end,
+          "label": (~random_b).astype(np.int64), "ok": ok}
+
+
+def _trim(a, b, tot_len):
+  """The release's `while a + b > tot_len: shorten the longer (B on a tie)`, closed form."""
+  excess = np.maximum(a + b - tot_len, 0)
+  d = np.minimum(excess, np.abs(a - b))
+  a_longer = a > b
+  a = np.where(a_longer, a - d, a)
+  b = np.where(a_longer, b, b - d)
+  excess = excess - d
+  return a - excess // 2, b - (excess + 1) // 2
+
+
+def _next_true(flags):
+  """[S, n] bool -> [S, n + 1] index of the first True at or after each column (n if none)."""
+  s, n = flags.shape
+  idx = np.where(flags, np.arange(n)[None, :], n)
+  idx = np.minimum.accumulate(idx[:, ::-1], axis=1)[:, ::-1]
+  return np.concatenate([idx, np.full([s, 1], n)], axis=1)
+
+
+def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fill=True):
+  """Chooses `goal` target positions in each of S segments.
+
+  Args:
+    word_start: bool [S, n], True where a piece begins a word (segments in
+      forward text order; flip reversed rows before and after).
+    func: bool [S, n], <sep>/<cls> positions: never targets, and spans stop there.
+    goal: targets per segment; None samples freely (no goal, no fill), for
+      measuring the span statistics.
+    mode: "word" (n whole words), "piece" (n pieces from a word start, the
+      release's bug), "single" (goal random tokens, no spans).
+  Returns:
+    bool [S, n] mask with exactly `goal` True per row (when goal is set).
+  """
+  s, n = word_start.shape
+  rows = np.arange(s)
+  if mode == "single":
+    return _fill(rng, np.zeros([s, n], bool), func, np.full(s, goal))
+  limit = n if goal is None else goal
+  next_start = _next_true(word_start)
+  next_func = _next_true(func)
+  rank = np.cumsum(word_start, axis=1) - 1                       # word index at each position
+  n_words = word_start.sum(1)
+  starts = np.argsort(~word_start, axis=1, kind="stable")         # word-start positions first
+  start_pos = np.where(np.arange(n)[None, :] < n_words[:, None], starts, n)
+  start_pos = np.concatenate([start_pos, np.full([s, MAX_GRAM + 1], n)], axis=1)
+  pvals = 1.0 / np.arange(1, MAX_GRAM + 1)
+  pvals /= pvals.sum()
+
+  cur = np.zeros(s, np.int64)
+  num = np.zeros(s, np.int64)
+  diff = np.zeros([s, n + 1], np.int64)
+  active = np.ones(s, bool)
+  while active.any():
+    r = rows[active]
+    k = len(r)
+    grams = np.minimum(rng.choice(np.arange(1, MAX_GRAM + 1), size=k, p=pvals), limit - num[r])
+    ctx = grams * alpha // beta
+    l_ctx = np.floor(rng.random(k) * ctx).astype(np.int64)
+    beg = next_start[r, np.minimum(cur[r] + l_ctx, n)]
+    stop = beg >= n
+    begc = np.minimum(beg, n - 1)
+    on_func = func[r, begc] & ~stop
+    if mode == "piece":
+      end = beg + grams
+    else:
+      end = start_pos[r, np.clip(rank[r, begc] + grams, 0, start_pos.shape[1] - 1)]
+    stop |= end >= n                                     # the release drops a span reaching the end
+    end = np.minimum(end, next_func[r, np.minimum(begc + 1, n)])   # stop before <sep>/<cls>
+    room = limit - num[r]
+    if mode == "word":                                   # fewer words if the span is too long
+      for fewer in range(MAX_GRAM - 1, 0, -1):
+        shorter = start_pos[r, np.clip(rank[r, begc] + fewer, 0, start_pos.shape[1] - 1)]
+        end = np.where((end - beg > room) & (fewer < grams), np.minimum(end, shorter), end)
+      stop |= (end - beg > room) & ~on_func
+    else:
+      end = np.minimum(end, beg + room)
+    take = ~stop & ~on_func
+    diff[r[take], beg[take]] += 1
+    diff[r[take], end[take]] -= 1
+    num[r[take]] += (end - beg)[take]
+    cur[r] = np.where(on_func, beg + 1, end + (ctx - l_ctx))
+    active[r] = ~stop & (cur[r] < n) & (num[r] < limit)
+  mask = np.cumsum(diff[:, :n], axis=1) > 0
+  if goal is None or not fill:
+    return mask
+  return _fill(rng, mask, func, goal - num)
+
+
+def _fill(rng, mask, func, need):
+  """Adds `need[s]` random single positions (not func, not yet chosen) to each row,
+  one position per row per round (uniform among the remaining candidates)."""
+  rows = np.flatnonzero(need > 0)
+  if not len(rows):
+    return mask
+  mask = mask.copy()
+  candidates = ~mask[rows] & ~func[rows]
+  need = need[rows].copy()
+  if (candidates.sum(1) < need).any():
+    raise ValueError("not enough positions for the targets asked")  # ruled out by validate()
+  while len(rows):
+    cum = np.cumsum(candidates, axis=1, dtype=np.int32)
+    pick = np.floor(rng.random(len(rows)) * cum[:, -1]).astype(np.int32)
+    pos = np.argmax(cum > pick[:, None], axis=1)
+    mask[rows, pos] = True
+    candidates[np.arange(len(rows)), pos] = False
+    need -= 1
+    keep = need > 0
+    rows, candidates, need = rows[keep], candidates[keep], need[keep]
+  return mask
+
+
+def permutation_ranks(rng, num, seq_len, perm_size):
+  """[num, seq_len] rank of each position inside its perm_size block (uniform)."""
+  keys = rng.random([num, seq_len // perm_size, perm_size])
+  return np.argsort(keys, axis=-1).reshape(num, seq_len)

@@ -1,0 +1,104 @@
+"""Writes fixed-size tf.train.Example records as a TFRecord file, without TensorFlow.
+
+All records of a pretraining shard have the same byte size (record_format.py),
+so the protobuf framing is one constant header per feature and the TFRecord
+CRC32C checksums are computed for all records at once (numpy, lockstep over
+byte columns). Reading back with `tf.data.TFRecordDataset` verifies both.
+"""
+
+import numpy as np
+
+_CRC_TABLE = None
+
+
+def _crc_table():
+  global _CRC_TABLE
+  if _CRC_TABLE is None:
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+      table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1)
+    _CRC_TABLE = table.astype(np.uint32)
+  return _CRC_TABLE
+
+
+def crc32c(rows):
+  """CRC32C (Castagnoli) of each row of a uint8 [N, M] array -> uint32 [N]."""
+  table = _crc_table()
+  rows = np.ascontiguousarray(rows, np.uint8)
+  crc = np.full(rows.shape[0], 0xFFFFFFFF, np.uint32)
+  for k in range(rows.shape[1]):
+    crc = table[(crc ^ rows[:, k]) & 0xFF] ^ (crc >> np.uint32(8))
+  return crc ^ np.uint32(0xFFFFFFFF)
+
+
+def masked_crc32c(rows):
+  crc = crc32c(rows).astype(np.uint64)
+  masked = ((crc >> 15) | (crc << 17)) + 0xA282EAD8
+  return (masked & 0xFFFFFFFF).astype(np.uint32)
+
+
+def _varint(value):
+  out = bytearray()
+  while True:
+    byte = value & 0x7F
+    value >>= 7
+    out.append(byte | (0x80 if value else 0))
+    if not value:
+      return bytes(out)
+
+
+def _field(number, payload_len):
+  """Tag (wire type 2, length-delimited) and length of one protobuf field."""
+  return _varint(number << 3 | 2) + _varint(payload_len)
+
+
+class ExampleLayout:
+  """The byte layout of an Example whose features are all fixed-size bytes.
+
+  `layout.serialize({name: uint8 [N, size]})` returns uint8 [N, record_bytes].
+  """
+
+  def __init__(self, feature_sizes):
+    self.sizes = dict(feature_sizes)
+    self.pieces = []          # (constant header bytes, feature name) in order
+    body = 0
+    for name, size in self.sizes.items():
+      key = name.encode()
+      bytes_list = _field(1, size)                          # BytesList.value
+      feature = _field(1, len(bytes_list) + size)           # Feature.bytes_list
+      entry_body = (_field(1, len(key)) + key + _field(2, len(feature) + len(bytes_list) + size))
+      entry_len = len(entry_body) + len(feature) + len(bytes_list) + size
+      header = _field(1, entry_len) + entry_body + feature + bytes_list  # Features.feature
+      self.pieces.append((header, name))
+      body += len(header) + size
+    self.prefix = _field(1, body)                           # Example.features
+    self.record_bytes = len(self.prefix) + body
+
+  def serialize(self, features):
+    n = len(next(iter(features.values())))
+    out = np.empty([n, self.record_bytes], np.uint8)
+    pos = len(self.prefix)
+    out[:, :pos] = np.frombuffer(self.prefix, np.uint8)
+    for header, name in self.pieces:
+      out[:, pos:pos + len(header)] = np.frombuffer(header, np.uint8)
+      pos += len(header)
+      size = self.sizes[name]
+      values = features[name]
+      if values.shape != (n, size):
+        raise ValueError(f"feature {name}: got {values.shape}, layout says ({n}, {size})")
+      out[:, pos:pos + size] = values
+      pos += size
+    return out
+
+
+def frame(records):
+  """uint8 [N, M] serialized records -> the bytes of a TFRecord file."""
+  n, m = records.shape
+  length = np.frombuffer(np.uint64(m).tobytes(), np.uint8)
+  length_crc = masked_crc32c(length[None, :])[0]
+  out = np.empty([n, 12 + m + 4], np.uint8)
+  out[:, :8] = length
+  out[:, 8:12] = np.frombuffer(np.uint32(length_crc).tobytes(), np.uint8)
+  out[:, 12:12 + m] = records
+  out[:, 12 + m:] = masked_crc32c(records).astype("<u4").view(np.uint8).reshape(n, 4)
+  return out.tobytes()

@@ -1,0 +1,316 @@
+"""The offline writer behind data_utils/create_pretrain_data.py.
+
+Input text is cut into shards at document boundaries (about `shard_bytes`
+each; small files are packed together). A shard is the unit of work: its text
+becomes one token stream, cut into batch lanes, and written as one TFRecord file
+plus its JSON record-info. A shard's bytes depend only on its text, the
+parameters and (seed, shard index), never on how many workers or tasks ran.
+"""
+
+import dataclasses
+import itertools
+import logging
+import os
+
+import numpy as np
+
+from data_utils import record_format, sampling, tfrecord
+from data_utils.tokenization import CLS_ID, EOD_ID, SEP_ID, Tokenizer
+
+log = logging.getLogger("create_pretrain_data")
+
+
+@dataclasses.dataclass
+class Shard:
+  index: int
+  pieces: list          # [(path, byte start, byte end)]
+
+  def size(self):
+    return sum(end - start for _, start, end in self.pieces)
+
+
+def _next_document_break(f, offset, size, window=1 << 16):
+  """First offset >= `offset` just after a blank line (or after a newline if
+  no blank line comes within 1 MiB); `size` if none."""
+  f.seek(offset)
+  scanned, fallback = 0, None
+  tail = b""
+  while offset + scanned < size:
+    block = f.read(window)
+    if not block:
+      break
+    buf = tail + block
+    hit = buf.find(b"\n\n")
+    if hit >= 0:
+      return offset + scanned - len(tail) + hit + 2
+    if fallback is None and block.find(b"\n") >= 0:
+      fallback = offset + scanned + block.find(b"\n") + 1
+    scanned += len(block)
+    tail = buf[-1:]
+    if scanned >= (1 << 20) and fallback is not None:
+      return fallback
+  return size
+
+
+def plan_shards(paths, shard_bytes):
+  """Cuts the files into shards of about `shard_bytes`, at document ends.
+
+  Returns (shards, empty files). Deterministic for the same files.
+  """
+  pieces, empty = [], []
+  for path in paths:
+    size = os.path.getsize(path)
+    if size == 0:
+      empty.append(path)
+      continue
+    with open(path, "rb") as f:
+      start = 0
+      while start < size:
+        end = size if size - start <= shard_bytes else _next_document_break(
+            f, start + shard_bytes, size)
+        pieces.append((path, start, end))
+        start = end
+  shards, current, current_size = [], [], 0
+  for piece in pieces:
+    current.append(piece)
+    current_size += piece[2] - piece[1]
+    if current_size >= shard_bytes:
+      shards.append(Shard(len(shards), current))
+      current, current_size = [], 0
+  if current:
+    shards.append(Shard(len(shards), current))
+  return shards, empty
+
+
+def read_lines(shard):
+  """The shard's lines; an empty line separates the pieces (= document end).
+
+  Returns (lines, bad_lines, first_bad): lines that are not UTF-8 are skipped,
+  counted, and the first is reported as "path:line".
+  """
+  lines, bad, first_bad = [], 0, None
+  for path, start, end in shard.pieces:
+    with open(path, "rb") as f:
+      f.seek(start)
+      data = f.read(end - start)
+    try:
+      lines.extend(data.decode("utf-8").split("\n"))
+    except UnicodeDecodeError:
+      with open(path, "rb") as f:
+        line_base = f.read(start).count(b"\n") + 1
+      for k, raw in enumerate(data.split(b"\n")):
+        try:
+          lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+          bad += 1
+          first_bad = first_bad or f"{path}:{line_base + k}"
+    lines.append("")
+  return lines, bad, first_bad
+
+
+def build_stream(tokenizer, lines, use_eod=True):
+  """Lines -> (token stream int32 [N], sentence ids bool [N], counts).
+
+  Every sentence is a unit with its own sentence id; a run of blank lines ends
+  a document, whose <eod> joins its last sentence (as the release).
+  """
+  text_rows = [k for k, line in enumerate(lines) if line.strip()]
+  encoded = tokenizer.encode_lines([lines[k] for k in text_rows])
+  units, ended, docs = [], True, 0
+  next_text = 0
+  for k, line in enumerate(lines):
+    if next_text < len(text_rows) and text_rows[next_text] == k:
+      ids = encoded[next_text]
+      next_text += 1
+      if ids:
+        units.append(ids)
+        ended = False
+    elif not ended:
+      docs += 1
+      if use_eod:
+        units[-1] = list(units[-1]) + [EOD_ID]
+      ended = True
+  lengths = np.fromiter(map(len, units), np.int64, count=len(units))
+  stream = np.fromiter(itertools.chain.from_iterable(units), np.int32, count=int(lengths.sum()))
+  sent = np.repeat((np.arange(len(units)) % 2).astype(bool), lengths)
+  return stream, sent, {"sentences": len(units), "documents": docs}
+
+
+def build_records(rng, stream, sent, params, start_piece):
+  """A shard's token stream -> its records as feature arrays, in write order.
+
+  Returns ({feature: uint8 [N, bytes]}, num_batch, stats).
+  """
+  p = params
+  bsz, seq_len, reuse = p.bsz_per_host, p.seq_len, p.reuse_len
+  data, sent_rows, rev = sampling.lanes(stream, sent, bsz, p.num_core_per_host, p.bi_data)
+  row_len = data.shape[1]
+  steps = np.arange(0, max(row_len - seq_len + 1, 0), reuse)
+  tot_len = seq_len - reuse - 3
+  splits = [sampling.split_a_b(rng, sent_rows[r], steps + reuse, tot_len) for r in range(bsz)]
+  ok = np.all([s["ok"] for s in splits], axis=0) if len(steps) else np.zeros(0, bool)
+  n_steps = int(np.argmin(ok)) if not ok.all() else len(steps)
+  if n_steps == 0:
+    return None, 0, {"records": 0}
+  # [n_steps, bsz] per-record scalars, step-major = write order.
+  col = lambda key: np.stack([s[key][:n_steps] for s in splits], axis=1).reshape(-1, 1)
+  a_begin, a_end, b_begin, label = col("a_begin"), col("a_end"), col("b_begin"), col("label")
+  a_len = a_end - a_begin
+  row = np.tile(np.arange(bsz), n_steps)[:, None]
+  start = np.repeat(steps[:n_steps], bsz)[:, None]
+  pos = np.arange(seq_len)[None, :]
+  src = np.where(pos < reuse, start + pos,
+                 np.where(pos < reuse + a_len, a_begin + pos - reuse, b_begin + pos - reuse - a_len - 1))
+  tokens = data[row, np.clip(src, 0, row_len - 1)]
+  tokens = np.where(pos == reuse + a_len, SEP_ID, tokens)
+  tokens[:, -2], tokens[:, -1] = SEP_ID, CLS_ID
+
+  flip = rev[row[:, 0]]
+  goals = p.num_predict_split()
+  halves = []
+  for half, goal in zip((tokens[:, :reuse], tokens[:, reuse:]), goals):
+    half = np.where(flip[:, None], half[:, ::-1], half)      # sample in text order
+    func = (half == SEP_ID) | (half == CLS_ID)
+    mask = sampling.sample_targets(rng, start_piece[half], func, goal, p.mask_alpha,
+                                   p.mask_beta, p.span_mode)
+    halves.append(np.where(flip[:, None], mask[:, ::-1], mask))
+  is_masked = np.concatenate(halves, axis=1)
+  ranks = sampling.permutation_ranks(rng, len(tokens), seq_len, p.perm_size)
+  features = {
+      "input_ids": tokens.astype(p.id_dtype()).view(np.uint8),
+      "perm": ranks.astype(p.perm_dtype()).view(np.uint8),
+      "is_masked": np.packbits(is_masked, axis=1, bitorder="little"),
+      "meta": np.concatenate([a_len, label], axis=1).astype("<u2").view(np.uint8),
+  }
+  return features, n_steps, {"records": len(tokens), "true_next": int(label.sum())}
+
+
+_TOKENIZERS = {}
+
+
+def _tokenizer(sp_model, uncased):
+  key = (sp_model, uncased)
+  if key not in _TOKENIZERS:
+    _TOKENIZERS[key] = Tokenizer(sp_model, lower=uncased)
+  return _TOKENIZERS[key]
+
+
+def write_shard(job):
+  """Writes one shard (a worker's unit of work); returns its record-info dict."""
+  shard, params, sp_model, output_dir, split, seed = job
+  tokenizer = _tokenizer(sp_model, params.uncased)
+  lines, bad, first_bad = read_lines(shard)
+  stream, sent, counts = build_stream(tokenizer, lines, params.use_eod)
+  rng = np.random.default_rng([seed, shard.index])
+  stats = {"input_bytes": shard.size(), "tokens": int(len(stream)), "lines": len(lines),
+           "bad_lines": bad, "first_bad_line": first_bad, **counts,
+           "inputs": [f"{p}[{s}:{e}]" for p, s, e in shard.pieces], "seed": seed}
+  features, num_batch, more = build_records(rng, stream, sent, params, tokenizer.start_piece)
+  stats.update(more)
+  record_path = os.path.join(output_dir, params.record_name(split, shard.index))
+  info_path = os.path.join(output_dir, params.info_name(split, shard.index))
+  if features is None:
+    stats["skipped"] = "too little text for one batch"
+    return stats
+  layout = tfrecord.ExampleLayout(params.feature_bytes())
+  tmp = f"{record_path}.tmp-{os.getpid()}"
+  with open(tmp, "wb") as f:
+    f.write(tfrecord.frame(layout.serialize(features)))
+  os.replace(tmp, record_path)
+  return record_format.write_info(info_path, params, split, shard.index, record_path,
+                                  num_batch, stats)
+
+
+def shard_done(params, output_dir, split, shard):
+  """True when the shard's record file and info exist and agree (a rerun skips it)."""
+  info_path = os.path.join(output_dir, params.info_name(split, shard.index))
+  record_path = os.path.join(output_dir, params.record_name(split, shard.index))
+  if not (os.path.exists(info_path) and os.path.exists(record_path)):
+    return False
+  try:
+    info = record_format.read_info(info_path)
+  except (OSError, ValueError):
+    return False
+  return info.get("bytes") == os.path.getsize(record_path)
+
+
+def _expand_globs(input_glob):
+  import glob
+  paths = []
+  for pattern in input_glob.split(","):
+    paths.extend(glob.glob(pattern.strip()))
+  return sorted(set(p for p in paths if os.path.isfile(p)))
+
+
+def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_tasks=1, task=0,
+           num_workers=1, shard_bytes=32 << 20, progress=print):
+  """Writes the records of this task's shards; returns a summary dict.
+
+  Raises FileNotFoundError / ValueError with a one-line message for bad
+  flags or inputs, before anything is written.
+  """
+  import time
+  if not 0 <= task < num_tasks:
+    raise ValueError(f"--task={task} must be in [0, --num_tasks={num_tasks})")
+  if num_workers < 1:
+    raise ValueError(f"--num_workers={num_workers} must be >= 1")
+  paths = _expand_globs(input_glob)
+  if not paths:
+    raise FileNotFoundError(f"--input_glob={input_glob} matched no files")
+  tokenizer = _tokenizer(sp_model, params.uncased)
+  params = dataclasses.replace(params, vocab_size=tokenizer.vocab_size).validate()
+  shards, empty = plan_shards(paths, shard_bytes)
+  for path in empty:
+    progress(f"skipped empty file {path}")
+  if not shards:
+    raise ValueError(f"--input_glob={input_glob}: all {len(paths)} files are empty")
+  os.makedirs(output_dir, exist_ok=True)
+  for name in os.listdir(output_dir):         # leftovers of an interrupted run
+    if ".tmp-" in name and params.tag() in name:
+      os.remove(os.path.join(output_dir, name))
+  mine = [s for s in shards if s.index % num_tasks == task]
+  todo = [s for s in mine if not shard_done(params, output_dir, split, s)]
+  progress(f"{len(paths)} files, {len(shards)} shards; task {task}/{num_tasks} has {len(mine)}, "
+           f"{len(mine) - len(todo)} already complete, {len(todo)} to write with "
+           f"{num_workers} worker(s) -> {output_dir}")
+  jobs = [(s, params, sp_model, output_dir, split, seed) for s in todo]
+  total = sum(s.size() for s in todo)
+  done_bytes, summary, start = 0, {"shards": 0, "records": 0, "tokens": 0, "bad_lines": 0,
+                                   "skipped_shards": 0}, time.time()
+  if num_workers == 1 or len(jobs) <= 1:
+    results = map(write_shard, jobs)
+    pool = None
+  else:
+    import multiprocessing
+    import sys
+    # fork is quick; spawn when TensorFlow (not fork-safe) is already loaded.
+    method = "spawn" if "tensorflow" in sys.modules else "fork"
+    pool = multiprocessing.get_context(method).Pool(min(num_workers, len(jobs)))
+    results = pool.imap_unordered(write_shard, jobs)
+  try:
+    for info in results:
+      stats = info.get("inputs") and info
+      done_bytes += stats["input_bytes"]
+      summary["shards"] += "skipped" not in stats
+      summary["skipped_shards"] += "skipped" in stats
+      summary["records"] += stats.get("records", 0)
+      summary["tokens"] += stats["tokens"]
+      summary["bad_lines"] += stats["bad_lines"]
+      if stats["bad_lines"]:
+        progress(f"skipped {stats['bad_lines']} undecodable line(s), first at "
+                 f"{stats['first_bad_line']}")
+      if "skipped" in stats:
+        progress(f"shard {stats['inputs'][0]}...: {stats['skipped']} (skipped)")
+      elapsed = time.time() - start
+      rate = summary["tokens"] / max(elapsed, 1e-9)
+      eta = elapsed / max(done_bytes, 1) * (total - done_bytes)
+      progress(f"{summary['shards'] + summary['skipped_shards']}/{len(jobs)} shards, "
+               f"{summary['records']:,} records, {summary['tokens']:,} tokens, "
+               f"{rate:,.0f} tokens/s, ETA {eta:.0f}s")
+  finally:
+    if pool is not None:
+      pool.close()
+      pool.join()
+  summary.update(seconds=time.time() - start, params=params, empty_files=len(empty),
+                 total_shards=len(shards), already_complete=len(mine) - len(todo))
+  return summary
