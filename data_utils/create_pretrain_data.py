@@ -1,6 +1,17 @@
-"""Turn raw text into pretraining TFRecords with precomputed factorization orders.
+"""Turn raw text into XLNet pretraining TFRecords, factorization order included.
 
-Status: not built yet (issue #3). `--help` lists the flags.
+Input: text files (a glob, comma-separated globs allowed), one sentence per line,
+a blank line between documents. Output in --output_dir: one TFRecord file and one
+JSON record-info per shard, named after every parameter training must match.
+Targets (span-based, whole words), segments A/B and the factorization order are
+decided here, once; the training input pipeline only expands them.
+
+  python data_utils/create_pretrain_data.py --input_glob='corpus/*.txt' \\
+      --sp_model=spiece.model --output_dir=records --seq_len=512 --reuse_len=256 \\
+      --bsz_per_host=32 --num_predict=85 --num_workers=8
+
+A rerun skips shards already complete; --num_tasks/--task split the shards over
+machines. The bytes written depend on --seed, never on the number of workers.
 """
 
 import os
@@ -11,18 +22,60 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
-flags.DEFINE_string("input_glob", None, "Text files, one sentence per line, blank line = "
-                    "end of document.")
-flags.DEFINE_string("sp_model", None, "SentencePiece model with the XLNet special symbols.")
-flags.DEFINE_string("output_dir", None, "Where the TFRecord shards and record-info go.")
+from data_utils import record_format, writer  # noqa: E402
+
+flags.DEFINE_string("input_glob", None, "Text files: a glob, or several separated by commas.")
+flags.DEFINE_string("sp_model", None, "SentencePiece model with the XLNet special symbols "
+                    "(a released spiece.model, or one from data_utils/train_tokenizer.py).")
+flags.DEFINE_string("output_dir", None, "Where the TFRecord shards and their record-info go.")
+flags.DEFINE_enum("split", "train", ["train", "valid", "test"], "Split name in the file names.")
 flags.DEFINE_integer("seq_len", 512, "Tokens per example.")
-flags.DEFINE_integer("reuse_len", 256, "Tokens of each example reused as the next one's memory.")
-flags.DEFINE_integer("num_predict", 85, "Targets per example.")
+flags.DEFINE_integer("reuse_len", 256, "Tokens at the start of each example that the next "
+                     "example of the same lane sees as memory.")
+flags.DEFINE_integer("perm_size", None, "Factorization order is permuted within blocks of this "
+                     "many tokens (default: reuse_len).")
+flags.DEFINE_integer("num_predict", 85, "Targets per example (split between the two halves).")
+flags.DEFINE_integer("bsz_per_host", 32, "Batch lanes per host (= the training batch per host).")
+flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host the records are laid out for.")
+flags.DEFINE_bool("bi_data", True, "Half of the lanes read the text backwards.")
+flags.DEFINE_integer("mask_alpha", 6, "Context tokens per span group (K = alpha / beta).")
+flags.DEFINE_integer("mask_beta", 1, "Predicted tokens per group.")
+flags.DEFINE_enum("span_mode", "word", list(record_format.SPAN_MODES),
+                  "word: spans of whole words; piece: the release's bug (n pieces); "
+                  "single: single random tokens (the '- span-based prediction' ablation).")
+flags.DEFINE_bool("uncased", False, "Lower-case the text (must match the SentencePiece model).")
+flags.DEFINE_bool("use_eod", True, "Append <eod> at the end of each document.")
+flags.DEFINE_integer("seed", 0, "Seed of every random choice (same seed, same bytes).")
+flags.DEFINE_integer("num_tasks", 1, "Machines sharing the work.")
+flags.DEFINE_integer("task", 0, "This machine's index in [0, num_tasks).")
+flags.DEFINE_integer("num_workers", 1, "Processes on this machine.")
+flags.DEFINE_integer("shard_mb", 32, "Megabytes of text per shard (cut at document ends).")
+FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  sys.exit("create_pretrain_data.py: not built yet (issue #3).")
+  for name in ("input_glob", "sp_model", "output_dir"):
+    if not getattr(FLAGS, name):
+      sys.exit(f"create_pretrain_data.py: --{name} is required")
+  params = record_format.RecordParams(
+      seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
+      perm_size=FLAGS.perm_size or FLAGS.reuse_len, num_predict=FLAGS.num_predict,
+      bsz_per_host=FLAGS.bsz_per_host, num_core_per_host=FLAGS.num_core_per_host,
+      bi_data=FLAGS.bi_data, mask_alpha=FLAGS.mask_alpha, mask_beta=FLAGS.mask_beta,
+      span_mode=FLAGS.span_mode, uncased=FLAGS.uncased, use_eod=FLAGS.use_eod)
+  try:
+    summary = writer.create(FLAGS.input_glob, FLAGS.sp_model, FLAGS.output_dir, params,
+                            split=FLAGS.split, seed=FLAGS.seed, num_tasks=FLAGS.num_tasks,
+                            task=FLAGS.task, num_workers=FLAGS.num_workers,
+                            shard_bytes=FLAGS.shard_mb << 20)
+  except (FileNotFoundError, ValueError) as e:
+    sys.exit(f"create_pretrain_data.py: {e}")
+  rate = summary["tokens"] / max(summary["seconds"], 1e-9)
+  print(f"done: {summary['shards']} shards written ({summary['already_complete']} were already "
+        f"complete, {summary['skipped_shards']} too short), {summary['records']:,} records, "
+        f"{summary['tokens']:,} tokens in {summary['seconds']:.1f}s ({rate:,.0f} tokens/s), "
+        f"{summary['bad_lines']} undecodable lines skipped -> {FLAGS.output_dir}")
 
 
 if __name__ == "__main__":

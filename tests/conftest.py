@@ -4,3 +4,14 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def text_and_sp(tmp_path_factory):
+  """(corpus path, SentencePiece model path): ~200 KB of stdlib docstrings, 800 pieces."""
+  from tests import data_fixtures
+  directory = str(tmp_path_factory.mktemp("text"))
+  text = data_fixtures.make_corpus(directory)
+  return text, data_fixtures.make_sp_model(directory, text)
