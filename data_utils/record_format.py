@@ -128,9 +128,10 @@ def sha256(path, chunk=1 << 20):
 def write_info(path, params, split, shard, record_file, num_batch, extra):
   """The JSON record-info of one shard (written atomically)."""
   info = {"params": dataclasses.asdict(params), "split": split, "shard": shard,
-          "record_file": os.path.basename(record_file), "num_batch": num_batch,
+          "record_file": record_file and os.path.basename(record_file), "num_batch": num_batch,
           "num_records": num_batch * params.bsz_per_host,
-          "bytes": os.path.getsize(record_file), "sha256": sha256(record_file), **extra}
+          "bytes": record_file and os.path.getsize(record_file),
+          "sha256": record_file and sha256(record_file), **extra}
   tmp = f"{path}.tmp-{os.getpid()}"
   with open(tmp, "w") as f:
     json.dump(info, f, indent=1, sort_keys=True)
@@ -167,8 +168,10 @@ def find_records(record_dir, split="train", **expected):
             if info["params"].get(k) != v]
     if diff:
       first_diff = first_diff or (path, diff)
-    else:
+    elif info["num_batch"]:           # shards too short for one batch have no file
       matching.append(info)
+  if not matching and first_diff is None:
+    raise ValueError(f"{record_dir}: every shard was too short for one batch")
   if not matching:
     path, diff = first_diff
     raise ValueError(f"{record_dir}: {len(infos)} record files, none matching: "

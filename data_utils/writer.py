@@ -60,7 +60,7 @@ def plan_shards(paths, shard_bytes):
   pieces, empty = [], []
   for path in paths:
     size = os.path.getsize(path)
-    if size == 0:
+    if size == 0 or (size < (1 << 20) and not open(path, "rb").read().strip()):
       empty.append(path)
       continue
     with open(path, "rb") as f:
@@ -209,9 +209,9 @@ def write_shard(job):
   stats.update(more)
   record_path = os.path.join(output_dir, params.record_name(split, shard.index))
   info_path = os.path.join(output_dir, params.info_name(split, shard.index))
-  if features is None:
+  if features is None:   # recorded, so that a rerun does not try again
     stats["skipped"] = "too little text for one batch"
-    return stats
+    return record_format.write_info(info_path, params, split, shard.index, None, 0, stats)
   layout = tfrecord.ExampleLayout(params.feature_bytes())
   tmp = f"{record_path}.tmp-{os.getpid()}"
   with open(tmp, "wb") as f:
@@ -225,13 +225,13 @@ def shard_done(params, output_dir, split, shard):
   """True when the shard's record file and info exist and agree (a rerun skips it)."""
   info_path = os.path.join(output_dir, params.info_name(split, shard.index))
   record_path = os.path.join(output_dir, params.record_name(split, shard.index))
-  if not (os.path.exists(info_path) and os.path.exists(record_path)):
-    return False
   try:
     info = record_format.read_info(info_path)
   except (OSError, ValueError):
     return False
-  return info.get("bytes") == os.path.getsize(record_path)
+  if info.get("num_batch") == 0:
+    return True
+  return os.path.exists(record_path) and info.get("bytes") == os.path.getsize(record_path)
 
 
 def _expand_globs(input_glob):
@@ -261,7 +261,7 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
   params = dataclasses.replace(params, vocab_size=tokenizer.vocab_size).validate()
   shards, empty = plan_shards(paths, shard_bytes)
   for path in empty:
-    progress(f"skipped empty file {path}")
+    progress(f"skipped empty or all-blank file {path}")
   if not shards:
     raise ValueError(f"--input_glob={input_glob}: all {len(paths)} files are empty")
   os.makedirs(output_dir, exist_ok=True)

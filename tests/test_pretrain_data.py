@@ -116,6 +116,35 @@ def test_expanded_masks_follow_the_factorization_order(records):
       assert pm[np.ix_(non, tt)].all() and not pm[np.ix_(non, non)].any()
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_mask_properties_over_seeds(seed, text_and_sp):
+  text, sp = text_and_sp
+  tok = Tokenizer(sp, lower=True)
+  lines = open(text, encoding="utf-8").read().split("\n")[:1500]
+  stream, sent, _ = writer.build_stream(tok, lines)
+  params = PARAMS.__class__(**{**PARAMS.__dict__, "vocab_size": tok.vocab_size,
+                               "span_mode": ["word", "piece", "single"][seed % 3]})
+  feats, _, _ = writer.build_records(np.random.default_rng(seed), stream, sent, params,
+                                     tok.start_piece)
+  compact = {"input_ids": tf.constant(feats["input_ids"].view("<u2").astype(np.int32)),
+             "perm": tf.constant(feats["perm"].astype(np.int32)),
+             "is_masked": tf.constant(np.unpackbits(feats["is_masked"], axis=1,
+                                                    bitorder="little") > 0),
+             "a_len": tf.constant(feats["meta"].view("<u2")[:, 0].astype(np.int32)),
+             "label": tf.constant(feats["meta"].view("<u2")[:, 1].astype(np.int32))}
+  ex = {k: v.numpy() for k, v in pipeline.expand(compact, params).items()}
+  rank = pipeline.factorization_rank(compact["perm"], params).numpy()
+  half = np.arange(params.seq_len) >= params.reuse_len
+  assert (ex["target_mask"].sum(1) == params.num_predict).all()
+  for k in range(len(rank)):
+    pm, t = ex["perm_mask"][k] > 0, np.flatnonzero(ex["input_q"][k] > 0)
+    np.testing.assert_array_equal(ex["target_mapping"][k].argmax(1), t)    # each target once
+    assert pm[t, t].all() and pm[np.ix_(~half, half)].all()
+    same = half[t][:, None] == half[t][None, :]
+    earlier = rank[k, t][None, :] < rank[k, t][:, None]
+    np.testing.assert_array_equal(pm[np.ix_(t, t)], same & ~earlier | (~same & ~half[t][:, None]))
+
+
 def test_targets_see_earlier_targets_by_rank(records):
   out, _ = records
   compact = _read_all(out, expand=False)
@@ -181,9 +210,11 @@ def test_bad_inputs(tmp_path, text_and_sp):
   messages = []
   summary = writer.create(f"{tmp_path}/*.txt", sp, str(tmp_path / "o"), PARAMS,
                           shard_bytes=10**9, progress=messages.append)
-  assert summary["bad_lines"] == 1 and summary["empty_files"] == 1
+  assert summary["bad_lines"] == 1
   assert any("bad.txt:" in m and "undecodable" in m for m in messages)
-  assert any("skipped empty file" in m and "empty.txt" in m for m in messages)
+  assert any("skipped empty or all-blank file" in m and "empty.txt" in m for m in messages)
+  assert any("skipped empty or all-blank file" in m and "blank.txt" in m for m in messages)
+  assert summary["empty_files"] == 2
   with pytest.raises(ValueError, match="--num_predict=80 cannot fit"):
     _create(text, sp, tmp_path / "o2", params=PARAMS.__class__(
         **{**PARAMS.__dict__, "num_predict": 80}))
