@@ -30,7 +30,7 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--work_dir", default="/tmp/xlnet_bench")
   parser.add_argument("--mb", type=float, default=9.0, help="input size in MB")
-  parser.add_argument("--shard_mb", type=float, default=1.0)
+  parser.add_argument("--shard_mb", type=float, default=0.5)
   parser.add_argument("--workers", default="1,2")
   parser.add_argument("--repeats", type=int, default=3, help="best of N runs per setting")
   args = parser.parse_args()
