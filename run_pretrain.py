@@ -1,25 +1,105 @@
-"""Pretrain XLNet (objectives plm, mlm, mpnet) from the records of data_utils/create_pretrain_data.py.
+"""Pretrain XLNet from the records of data_utils/create_pretrain_data.py.
 
-Status: the model, its heads and checkpoint loading are built (modeling/); the
-pretraining loop (tf.distribute, memory across steps, objectives) is not built yet (issue #4). `--help` lists the flags.
+Objectives: plm (XLNet's permutation LM), mlm (denoising with <mask>, the
+"DAE + Transformer-XL" ablation row); mpnet arrives with issue #6. One CPU, one or
+many GPUs (--distribution_strategy), several hosts, or a TPU (--tpu=NAME).
+
+  python run_pretrain.py --record_dir=records --model_config_path=xlnet_config.json \\
+      --model_dir=runs/base --seq_len=512 --reuse_len=256 --mem_len=384 \\
+      --bsz_per_host=32 --num_predict=85 --train_steps=500000 --learning_rate=4e-4
+
+The ablations of the XLNet paper are flags: --mem_len=0, records written with
+--span_mode=single, --nobi_data, --nsp_weight=1.
 """
 
+import os
 import sys
 
 from absl import app
 from absl import flags
+from absl import logging
+import keras
 
 from modeling import flags as model_flags
+from training import distribution
+from training.pretrain_task import OBJECTIVES, PretrainConfig, PretrainTask
+from training.trainer import Trainer
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
-flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and outputs are written.")
+flags.DEFINE_string("record_dir", None, "Directory of the records (create_pretrain_data.py "
+                    "--output_dir).")
+flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and the export go here; "
+                    "a rerun resumes from its latest checkpoint.")
+flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
+flags.DEFINE_enum("objective", "plm", list(OBJECTIVES), "Pretraining objective.")
+flags.DEFINE_float("nsp_weight", 0.0, "Weight of a next-sentence loss on the stored A/B label "
+                   "(0 = off, as XLNet).")
+flags.DEFINE_integer("seq_len", 512, "Must match the records.")
+flags.DEFINE_integer("num_predict", 85, "Must match the records.")
+flags.DEFINE_integer("bsz_per_host", 32, "Batch per host; must match the records.")
+flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host; must match the records.")
+flags.DEFINE_integer("train_steps", 1000, "Total optimizer steps.")
+flags.DEFINE_integer("warmup_steps", 0, "Linear warmup steps.")
+flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
+flags.DEFINE_enum("decay_method", "linear", ["linear", "cosine"], "Decay after the warmup.")
+flags.DEFINE_float("min_lr_ratio", 0.0, "Final learning rate as a fraction of the peak.")
+flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay (LayerNorm and biases excluded).")
+flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
+flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
+flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer l of N learns at rate^(N-1-l) of the "
+                   "learning rate (embeddings rate^N).")
+flags.DEFINE_integer("grad_accumulation_steps", 1, "Optimizer update every N steps.")
+flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call (one tf.function).")
+flags.DEFINE_integer("save_every", 1000, "Checkpoint every N steps (and at the end).")
+flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept.")
+flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (implies the TPU strategy).")
+flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("num_hosts", 1, "Hosts (for the tokens/s figure).")
+flags.DEFINE_integer("seed", 0, "Seed of weights and of the mlm corruption.")
+flags.DEFINE_bool("jit_compile", True, "XLA-compile the train step.")
+FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  sys.exit("run_pretrain.py: the pretraining loop (tf.distribute, memory across steps, objectives) is not built yet (issue #4); "
-           "modeling/ and quickstart.py show what works today.")
+  logging.set_verbosity(logging.WARNING)
+  model_dir = FLAGS.model_dir or FLAGS.output_dir
+  for name, value in (("record_dir", FLAGS.record_dir), ("model_dir", model_dir),
+                      ("model_config_path", FLAGS.model_config_path)):
+    if not value:
+      sys.exit(f"run_pretrain.py: --{name} is required")
+  keras.utils.set_random_seed(FLAGS.seed)
+  if FLAGS.use_bfloat16:
+    keras.config.set_dtype_policy("mixed_bfloat16")
+  try:
+    model_config = model_flags.model_config_from_flags()
+    run_config = model_flags.run_config_from_flags()
+    config = PretrainConfig(
+        record_dir=FLAGS.record_dir, seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
+        num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host,
+        num_core_per_host=FLAGS.num_core_per_host, bi_data=FLAGS.bi_data,
+        objective=FLAGS.objective, nsp_weight=FLAGS.nsp_weight,
+        learning_rate=FLAGS.learning_rate, warmup_steps=FLAGS.warmup_steps,
+        train_steps=FLAGS.train_steps, decay_method=FLAGS.decay_method,
+        min_lr_ratio=FLAGS.min_lr_ratio, weight_decay=FLAGS.weight_decay,
+        adam_epsilon=FLAGS.adam_epsilon, clip=FLAGS.clip,
+        lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
+        grad_accumulation_steps=FLAGS.grad_accumulation_steps, seed=FLAGS.seed,
+        num_hosts=FLAGS.num_hosts)
+    task = PretrainTask(config, model_config, run_config, FLAGS.init_checkpoint)
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    if strategy.num_replicas_in_sync != FLAGS.num_core_per_host * (
+        1 if FLAGS.distribution_strategy != "multi_worker_mirrored" else FLAGS.num_hosts):
+      raise ValueError(f"--num_core_per_host={FLAGS.num_core_per_host} but the strategy has "
+                       f"{strategy.num_replicas_in_sync} replicas")
+    os.makedirs(model_dir, exist_ok=True)
+    trainer = Trainer(task, strategy, model_dir, FLAGS.train_steps, FLAGS.steps_per_loop,
+                      FLAGS.save_every, FLAGS.keep_checkpoints, FLAGS.jit_compile)
+    trainer.train()
+  except (FileNotFoundError, ValueError) as e:
+    sys.exit(f"run_pretrain.py: {e}")
 
 
 if __name__ == "__main__":

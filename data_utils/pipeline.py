@@ -88,7 +88,7 @@ def expand(compact, params):
 
 def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, bi_data,
                      num_core_per_host=1, vocab_size=None, split="train", expand_records=True,
-                     repeat=True, host_id=0, num_hosts=1):
+                     repeat=True, host_id=0, num_hosts=1, skip_batches=0):
   """Batches of one replica each, in lane order, from `record_dir`.
 
   The training flags are checked against the records' info first (one-line
@@ -96,7 +96,8 @@ def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, 
   (bsz_per_host / num_core_per_host rows); consecutive elements are the
   replicas of one step in order, so row r of replica c is always the same lane
   and memory can be carried across steps. Files are read in order, never
-  shuffled: records of a lane continue each other.
+  shuffled: records of a lane continue each other. `skip_batches` skips that
+  many per-replica batches (a resumed run continues where it stopped).
 
   Returns (dataset, params, num_batch).
   """
@@ -114,6 +115,8 @@ def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, 
   if repeat:
     ds = ds.repeat()
   ds = ds.batch(bsz_per_host // num_core_per_host, drop_remainder=True)
+  if skip_batches:   # resume: the data position is the step (records are read in order)
+    ds = ds.skip(skip_batches)
   ds = ds.map(lambda x: parse(x, params), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if expand_records:
     ds = ds.map(lambda x: expand(x, params), num_parallel_calls=tf.data.AUTOTUNE,

@@ -71,24 +71,55 @@ class _XLNetModel(keras.Model):
 
 
 class XLNetPretrainModel(_XLNetModel):
-  """Encoder + tied LM head. Returns logits [B, P, V] (query stream when a
-  target_mapping is given, otherwise [B, L, V] from the content stream) and
-  new_mems [N, B, M', D] when mem_len > 0."""
+  """Encoder + tied LM head (+ an optional next-sentence head).
 
-  def __init__(self, config, run_config=None, **kwargs):
+  call(inputs, mems, training, objective):
+    "plm": two-stream; logits [B, P, V] from the query stream at target_mapping.
+    "mlm": content stream only (inputs already corrupted); logits [B, P, V] of
+      the content stream gathered at target_mapping.
+    Without a target_mapping: logits [B, L, V] of the content stream.
+  Also returns "hidden" (what the LM head read), "content_output", "new_mems"
+  [N, B, M', D] when mem_len > 0, and "nsp_logits" [B, 2] with nsp=True.
+  """
+
+  def __init__(self, config, run_config=None, nsp=False, **kwargs):
     super().__init__(config, run_config, **kwargs)
+    self.nsp = nsp
     self.lm_head = LMHead(self.config.n_token)
+    if nsp:
+      self.nsp_summary = self._summary("last", True)
+      self.nsp_head = ClassificationHead(2, kernel_initializer=self.initializer)
 
-  def call(self, inputs, mems=None, training=False):
+  def call(self, inputs, mems=None, training=False, objective="plm"):
+    mapping = inputs.get("target_mapping")
+    if objective == "mlm" and mapping is not None:
+      inputs = {k: v for k, v in inputs.items() if k not in ("target_mapping", "perm_mask")}
     out = self.encode(inputs, mems, training)
-    hidden = out.get("query_output", out["content_output"])
-    result = {"logits": self.lm_head(hidden, self.encoder.word_embedding), "hidden": hidden}
+    if "query_output" in out:
+      hidden = out["query_output"]
+    elif mapping is not None:
+      hidden = tf.einsum("bpl,blD->bpD", tf.cast(mapping, out["content_output"].dtype),
+                         out["content_output"])
+    else:
+      hidden = out["content_output"]
+    result = {"logits": self.lm_head(hidden, self.encoder.word_embedding), "hidden": hidden,
+              "content_output": out["content_output"]}
     if "new_mems" in out:
       result["new_mems"] = out["new_mems"]
+    if self.nsp:
+      result["nsp_logits"] = self.nsp_head(self.nsp_summary(out["content_output"],
+                                                            training=training))
     return result
 
   def tf1_variables(self):
-    return {**names.encoder(self.encoder), **names.lm_head(self.lm_head)}
+    names_map = {**names.encoder(self.encoder), **names.lm_head(self.lm_head)}
+    if self.nsp:
+      names_map.update(names.summary(self.nsp_summary))
+      names_map.update(names.dense(self.nsp_head.dense, "model/nsp/logit"))
+    return names_map
+
+  def get_config(self):
+    return {**super().get_config(), "nsp": self.nsp}
 
 
 class XLNetClassifier(_XLNetModel):

@@ -1,0 +1,153 @@
+"""XLNet pretraining as a task of the shared trainer: objectives plm and mlm.
+
+plm: the two-stream permutation LM on the stored factorization order.
+mlm: "DAE + Transformer-XL" of the XLNet ablation: the stored target positions
+     are corrupted BERT-style (80% <mask>, 10% random token, 10% kept; seeded,
+     stateless, so a resumed run draws the same), predicted from the content
+     stream; no permutation.
+Both carry the memory of each batch lane from step to step, and can add a
+next-sentence loss on the stored A/B label (--nsp_weight).
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+
+from data_utils import pipeline
+from data_utils.tokenization import MASK_ID
+from modeling import checkpoint, losses
+from modeling.models import XLNetPretrainModel
+from training import optimization
+
+OBJECTIVES = ("plm", "mlm", "mpnet")
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+  record_dir: str
+  seq_len: int = 512
+  reuse_len: int = 256
+  num_predict: int = 85
+  bsz_per_host: int = 32
+  num_core_per_host: int = 1
+  bi_data: bool = True
+  objective: str = "plm"
+  nsp_weight: float = 0.0
+  learning_rate: float = 1e-4
+  warmup_steps: int = 0
+  train_steps: int = 1000
+  decay_method: str = "linear"
+  min_lr_ratio: float = 0.0
+  weight_decay: float = 0.0
+  adam_epsilon: float = 1e-6
+  clip: float = 1.0
+  lr_layer_decay_rate: float = 1.0
+  grad_accumulation_steps: int = 1
+  seed: int = 0
+  num_hosts: int = 1
+
+
+class PretrainTask:
+  """See training/trainer.py for the interface."""
+
+  state_dtype = tf.float32
+
+  def __init__(self, config, model_config, run_config, init_checkpoint=None):
+    if config.objective not in OBJECTIVES:
+      raise ValueError(f"--objective must be one of {OBJECTIVES}, got {config.objective!r}")
+    if config.objective == "mpnet":
+      raise ValueError("--objective=mpnet is not built yet (issue #6)")
+    if run_config.mem_len and run_config.reuse_len != config.reuse_len:
+      run_config = dataclasses.replace(run_config, reuse_len=config.reuse_len)
+    run_config = dataclasses.replace(run_config, bi_data=config.bi_data)
+    self.config, self.model_config, self.run_config = config, model_config, run_config
+    self.init_checkpoint = init_checkpoint
+    self.per_replica = config.bsz_per_host // config.num_core_per_host
+    self.tokens_per_step = config.bsz_per_host * config.num_hosts * config.seq_len
+    # Fail early, with the records' own explanation, if the flags do not match.
+    pipeline.pretrain_dataset(config.record_dir, config.seq_len, config.reuse_len,
+                              config.num_predict, config.bsz_per_host, config.bi_data,
+                              config.num_core_per_host, vocab_size=model_config.n_token)
+
+  # ---- model and optimizer -----------------------------------------------------------
+  def build_model(self):
+    return XLNetPretrainModel(self.model_config, self.run_config, nsp=self.config.nsp_weight > 0)
+
+  def build_optimizer(self, model):
+    c = self.config
+    schedule = optimization.WarmupDecay(c.learning_rate, c.train_steps, c.warmup_steps,
+                                        c.decay_method, c.min_lr_ratio)
+    return optimization.AdamWeightDecay(
+        learning_rate=schedule, weight_decay_rate=c.weight_decay, epsilon=c.adam_epsilon,
+        global_clipnorm=c.clip if c.clip > 0 else None,
+        gradient_accumulation_steps=c.grad_accumulation_steps if c.grad_accumulation_steps > 1
+        else None,
+        lr_multipliers=optimization.layer_decay_multipliers(model, c.lr_layer_decay_rate))
+
+  def initialize(self, model, log):
+    if self.init_checkpoint:
+      log(f"init from {self.init_checkpoint}: "
+          f"{checkpoint.load_checkpoint(model, self.init_checkpoint)}")
+
+  # ---- data and state ----------------------------------------------------------------
+  def dataset(self, input_context, skip_batches=0):
+    c = self.config
+    host_id = input_context.input_pipeline_id if input_context else 0
+    num_hosts = input_context.num_input_pipelines if input_context else 1
+    ds, _, _ = pipeline.pretrain_dataset(
+        c.record_dir, c.seq_len, c.reuse_len, c.num_predict, c.bsz_per_host, c.bi_data,
+        c.num_core_per_host, vocab_size=self.model_config.n_token, host_id=host_id,
+        num_hosts=num_hosts, skip_batches=skip_batches * c.num_core_per_host)
+    return ds
+
+  def state_shape(self):
+    mem = self.run_config.mem_len
+    if not mem:
+      return [1]
+    return [self.model_config.n_layer, self.per_replica, mem, self.model_config.d_model]
+
+  def initial_state(self):
+    return tf.zeros(self.state_shape(), self.state_dtype)
+
+  # ---- the objective -------------------------------------------------------------------
+  def _corrupt(self, batch, step):
+    """BERT's 80/10/10 at the target positions, from a stateless seeded draw."""
+    ids = batch["input_ids"]
+    replica = tf.distribute.get_replica_context()
+    replica_id = tf.cast(replica.replica_id_in_sync_group if replica else 0, tf.int64)
+    seed = tf.stack([tf.cast(self.config.seed, tf.int64) * 1_000_003 + replica_id,
+                     tf.cast(step, tf.int64)])
+    u = tf.random.stateless_uniform(tf.shape(ids), seed)
+    random_ids = tf.random.stateless_uniform(tf.shape(ids), seed + 1, 9, self.model_config.n_token,
+                                             tf.int32)
+    target = batch["input_q"] > 0
+    ids = tf.where(target & (u < 0.8), MASK_ID, ids)
+    return tf.where(target & (u >= 0.8) & (u < 0.9), random_ids, ids)
+
+  def loss(self, model, batch, state, step, training=True):
+    c = self.config
+    mems = state if self.run_config.mem_len else None
+    inputs = dict(batch)
+    if c.objective == "mlm":
+      inputs["input_ids"] = self._corrupt(batch, step)
+    out = model(inputs, mems=mems, training=training, objective=c.objective)
+    lm = losses.lm_loss(out["logits"], batch["target"], batch["target_mask"])
+    metrics = {"lm_loss": lm}
+    total = lm
+    if c.nsp_weight > 0:
+      nsp = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=batch["label"], logits=tf.cast(out["nsp_logits"], tf.float32)))
+      metrics["nsp_loss"] = nsp
+      total = total + c.nsp_weight * nsp
+    new_state = out["new_mems"] if self.run_config.mem_len else state
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return total / replicas, metrics, tf.cast(new_state, self.state_dtype)
+
+  def on_end(self, model, model_dir, log):
+    export = os.path.join(model_dir, "export")
+    os.makedirs(export, exist_ok=True)
+    self.model_config.to_json(os.path.join(export, "xlnet_config.json"))
+    path = checkpoint.save_tf1_checkpoint(model, os.path.join(export, "xlnet_model.ckpt"))
+    log(f"exported the model under the release's variable names: {path} (+ xlnet_config.json)")
+

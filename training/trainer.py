@@ -1,0 +1,172 @@
+"""The one custom training loop, shared by pretraining and every fine-tuning task.
+
+A task object supplies the model, the optimizer, the per-replica dataset, a
+per-replica train step and (optionally) a state carried from step to step
+(pretraining: the Transformer-XL memory of every batch lane). The trainer runs
+`steps_per_loop` steps per host call inside one tf.function, with the step
+XLA-compiled; checkpoints every `save_every` steps (model, optimizer, step,
+carried state; the data position is the step), keeps the last K, resumes
+exactly, writes TensorBoard scalars and a log line with rate and ETA.
+
+Task interface:
+  build_model() -> keras model (created under the strategy scope)
+  build_optimizer(model) -> keras optimizer
+  dataset(input_context, skip_batches) -> tf.data.Dataset of per-replica batches
+  initial_state() -> per-replica state tensor (may be a dummy scalar)
+  state_shape(per_replica) -> shape of one replica's state, for checkpoints
+  loss(model, batch, state, step, training) -> (loss, metrics dict, new state);
+      loss already divided as the task wants to sum over replicas
+  tokens_per_step: int, for the rate
+  on_end(model, model_dir): exports (optional)
+"""
+
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from modeling import checkpoint as ckpt_lib
+
+
+class Trainer:
+
+  def __init__(self, task, strategy, model_dir, train_steps, steps_per_loop=10, save_every=1000,
+               keep_checkpoints=5, jit_compile=True, log=print):
+    if steps_per_loop < 1 or train_steps < 1:
+      raise ValueError("--train_steps and --steps_per_loop must be >= 1")
+    self.task, self.strategy, self.model_dir = task, strategy, model_dir
+    self.train_steps, self.steps_per_loop = train_steps, steps_per_loop
+    self.save_every, self.keep, self.jit_compile, self.log = (save_every, keep_checkpoints,
+                                                              jit_compile, log)
+
+  # ---- set-up --------------------------------------------------------------
+  def _build(self):
+    with self.strategy.scope():
+      self.model = self.task.build_model()
+      self.model.ensure_built()
+      self.optimizer = self.task.build_optimizer(self.model)
+      self.optimizer.build(self.model.trainable_variables)
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    replicas = self.strategy.num_replicas_in_sync
+    # Host copy of the carried state, for checkpoints (not distributed).
+    self.state_store = tf.Variable(
+        tf.zeros([replicas] + list(self.task.state_shape()), self.task.state_dtype),
+        trainable=False, name="state_store")
+    objects = dict(ckpt_lib.native_objects(self.model))
+    objects.update({f"optimizer.{i:04d}": v for i, v in enumerate(self.optimizer.variables)})
+    objects.update(step=self.step, state=self.state_store)
+    self.checkpoint = tf.train.Checkpoint(**objects)
+    self.manager = tf.train.CheckpointManager(self.checkpoint, os.path.join(self.model_dir, "ckpt"),
+                                              max_to_keep=self.keep)
+
+  def _restore(self):
+    latest = self.manager.latest_checkpoint
+    if latest:
+      self.checkpoint.read(latest).assert_existing_objects_matched()
+      self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
+      return True
+    self.task.initialize(self.model, self.log)
+    return False
+
+  def _distributed_state(self, restored):
+    if not restored:
+      return self.strategy.run(self.task.initial_state)
+    store = self.state_store
+    return self.strategy.experimental_distribute_values_from_function(
+        lambda ctx: tf.identity(store[ctx.replica_id_in_sync_group]))
+
+  def _save_state(self, state):
+    values = self.strategy.experimental_local_results(state)
+    self.state_store.assign(tf.stack([tf.convert_to_tensor(v) for v in values]))
+
+  # ---- the loop -------------------------------------------------------------
+  def _make_loop(self):
+    task, model, optimizer, strategy = self.task, self.model, self.optimizer, self.strategy
+    single = strategy.num_replicas_in_sync == 1 and not isinstance(strategy, tf.distribute.TPUStrategy)
+
+    def compute(batch, state, step):
+      with tf.GradientTape() as tape:
+        loss, metrics, new_state = task.loss(model, batch, state, step, training=True)
+        scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
+      grads = tape.gradient(scaled, model.trainable_variables)
+      metrics = dict(metrics, grad_norm=tf.linalg.global_norm(grads))
+      return loss, metrics, new_state, grads
+
+    def full_step(batch, state, step):   # compute + update, one XLA cluster (one replica)
+      loss, metrics, new_state, grads = compute(batch, state, step)
+      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      return loss, metrics, new_state
+
+    if single:
+      replica_fn = tf.function(full_step, jit_compile=self.jit_compile)
+    else:                                # the update goes through the strategy's all-reduce
+      compiled = tf.function(compute, jit_compile=self.jit_compile)
+
+      def replica_fn(batch, state, step):
+        loss, metrics, new_state, grads = compiled(batch, state, step)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss, metrics, new_state
+
+    @tf.function
+    def host_loop(iterator, state, num_steps):
+      total, sums = 0.0, None
+      for i in range(num_steps):
+        batch = next(iterator)
+        loss, metrics, state = strategy.run(replica_fn, args=(batch, state, self.step + i))
+        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+        metrics = {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                   for k, v in metrics.items()}
+        total += loss
+        sums = metrics if sums is None else {k: sums[k] + metrics[k] for k in sums}
+      self.step.assign_add(num_steps)
+      return total / num_steps, {k: v / num_steps for k, v in sums.items()}, state
+
+    return host_loop
+
+  def train(self):
+    """Runs to train_steps (resuming if a checkpoint exists); returns the loss history."""
+    self._build()
+    restored = self._restore()
+    start_step = int(self.step.numpy())
+    dataset = self.strategy.distribute_datasets_from_function(
+        lambda ctx: self.task.dataset(ctx, skip_batches=start_step))
+    iterator = iter(dataset)
+    state = self._distributed_state(restored)
+    host_loop = self._make_loop()
+    writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "train"))
+    history, t0, step = [], time.time(), start_step
+    done_since = 0
+    while step < self.train_steps:
+      n = min(self.steps_per_loop, self.train_steps - step,
+              self.save_every - step % self.save_every)
+      t = time.time()
+      loss, metrics, state = host_loop(iterator, state, n)
+      loss = float(loss)
+      if not np.isfinite(loss):
+        raise FloatingPointError(f"loss became {loss} at step {step + n}")
+      step += n
+      done_since += n
+      elapsed = time.time() - t
+      lr = float(self.optimizer.learning_rate) if not callable(
+          getattr(self.optimizer, "_learning_rate", None)) else float(
+              self.optimizer._learning_rate(self.optimizer.iterations))
+      rate = self.task.tokens_per_step * n / max(elapsed, 1e-9)
+      eta = (time.time() - t0) / done_since * (self.train_steps - step)
+      history.append((step, loss))
+      with writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("learning_rate", lr)
+        tf.summary.scalar("tokens_per_second", rate)
+        for k, v in metrics.items():
+          tf.summary.scalar(k, float(v))
+      extra = " ".join(f"{k} {float(v):.3f}" for k, v in sorted(metrics.items()))
+      self.log(f"step {step}/{self.train_steps} loss {loss:.4f} {extra} lr {lr:.2e} "
+               f"{elapsed / n:.2f}s/step {rate:,.0f} tokens/s ETA {eta:.0f}s")
+      if step % self.save_every == 0 or step == self.train_steps:
+        self._save_state(state)
+        path = self.manager.save(checkpoint_number=step)
+        self.log(f"saved {path}")
+    writer.flush()
+    self.task.on_end(self.model, self.model_dir, self.log)
+    return history
