@@ -139,7 +139,8 @@ def attention_masks(qlen, mlen, input_mask=None, perm_mask=None, attn_type="bi",
     input_mask: [B, L], 1 for padding (keys that nobody may see), or None.
     perm_mask: [B, L, L], 1 where query i may not see token j, or None.
   Returns:
-    (content_mask, query_mask): each bool [B or 1, L, K], or (None, None) when
+    (content_mask, query_mask): each bool [B or 1, L or 1, K] (broadcastable
+    to [B, L, K]), or (None, None) when
     nothing is blocked. query_mask is the data mask as is (a target never sees
     its own content); content_mask is the same with the diagonal of the L part
     forced visible (a token always sees itself).
@@ -157,7 +158,7 @@ def attention_masks(qlen, mlen, input_mask=None, perm_mask=None, attn_type="bi",
     data = perm if data is None else tf.logical_or(data, perm)
   if data is not None:
     if mlen:
-      pad = tf.zeros([tf.shape(data)[0], qlen, mlen], tf.bool)
+      pad = tf.zeros([tf.shape(data)[0], tf.shape(data)[1], mlen], tf.bool)
       data = tf.concat([pad, data], axis=2)
     mask = data if mask is None else tf.logical_or(mask, data)
   if mask is None:

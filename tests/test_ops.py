@@ -81,6 +81,11 @@ def test_attention_masks_exact_two_streams():
                                 [[0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
   np.testing.assert_array_equal(content.numpy().astype(int)[1], np.zeros([3, 4]))
   assert ops.attention_masks(3, 1) == (None, None)
+  content, query = ops.attention_masks(3, 2, input_mask=input_mask)   # padding only, memory
+  np.testing.assert_array_equal(np.broadcast_to(query.numpy().astype(int)[0], (3, 5)),
+                                [[0, 0, 0, 0, 1]] * 3)
+  np.testing.assert_array_equal(content.numpy().astype(int)[0],
+                                [[0, 0, 0, 0, 1], [0, 0, 0, 0, 1], [0, 0, 0, 0, 0]])
   content, query = ops.attention_masks(2, 1, attn_type="uni")
   np.testing.assert_array_equal(query.numpy().astype(int)[0], [[0, 0, 1], [0, 0, 0]])
   np.testing.assert_array_equal(content.numpy().astype(int)[0], [[0, 0, 1], [0, 0, 0]])

@@ -84,8 +84,11 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   def __init__(self, learning_rate=1e-4, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
                epsilon=1e-6, bias_correction=False,
                exclude_from_decay=("LayerNorm", "layer_norm", "bias", "gamma", "beta"),
-               lr_multipliers=None, name="adam_weight_decay", **kwargs):
+               lr_multipliers=None, clip_norm=None, name="adam_weight_decay", **kwargs):
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+    # Global-norm clipping of the summed gradients (Keras' own global_clipnorm
+    # clips each replica's share before the all-reduce).
+    self.clip_norm = clip_norm
     self.weight_decay_rate = weight_decay_rate
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
     self.bias_correction = bias_correction
@@ -102,6 +105,17 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     # Indexed by position: under tf.distribute update_step sees per-device variables.
     self._mult = [self.lr_multipliers.get(v.path) for v in var_list]
     self._decay = [self.decays(v) for v in var_list]
+
+  def _backend_update_step(self, grads, trainable_variables, learning_rate):
+    variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+    grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
+    if self.clip_norm:
+      grads, variables = zip(*grads_and_vars)
+      grads, _ = tf.clip_by_global_norm(list(grads), self.clip_norm)
+      grads_and_vars = list(zip(grads, variables))
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        self._distributed_tf_update_step, self._distribution_strategy, grads_and_vars,
+        learning_rate)
 
   def decays(self, variable):
     """Whether weight decay applies to this (Keras) variable."""
@@ -133,6 +147,6 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     config = super().get_config()
     config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1,
                   beta_2=self.beta_2, epsilon=self.epsilon,
-                  bias_correction=self.bias_correction,
+                  bias_correction=self.bias_correction, clip_norm=self.clip_norm,
                   exclude_from_decay=self.exclude_from_decay)
     return config

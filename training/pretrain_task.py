@@ -63,6 +63,7 @@ class PretrainTask:
     run_config = dataclasses.replace(run_config, bi_data=config.bi_data)
     self.config, self.model_config, self.run_config = config, model_config, run_config
     self.init_checkpoint = init_checkpoint
+    self.seed = config.seed
     self.per_replica = config.bsz_per_host // config.num_core_per_host
     self.tokens_per_step = config.bsz_per_host * config.num_hosts * config.seq_len
     # Fail early, with the records' own explanation, if the flags do not match.
@@ -80,7 +81,7 @@ class PretrainTask:
                                         c.decay_method, c.min_lr_ratio)
     return optimization.AdamWeightDecay(
         learning_rate=schedule, weight_decay_rate=c.weight_decay, epsilon=c.adam_epsilon,
-        global_clipnorm=c.clip if c.clip > 0 else None,
+        clip_norm=c.clip if c.clip > 0 else None,
         gradient_accumulation_steps=c.grad_accumulation_steps if c.grad_accumulation_steps > 1
         else None,
         lr_multipliers=optimization.layer_decay_multipliers(model, c.lr_layer_decay_rate))

@@ -23,6 +23,7 @@ Task interface:
 import os
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -42,6 +43,9 @@ class Trainer:
 
   # ---- set-up --------------------------------------------------------------
   def _build(self):
+    # Same seed, same initial weights and dropout streams (and a resumed run
+    # then restores both).
+    keras.utils.set_random_seed(getattr(self.task, "seed", 0))
     with self.strategy.scope():
       self.model = self.task.build_model()
       self.model.ensure_built()
@@ -55,6 +59,10 @@ class Trainer:
         trainable=False, name="state_store")
     objects = dict(ckpt_lib.native_objects(self.model))
     objects.update({f"optimizer.{i:04d}": v for i, v in enumerate(self.optimizer.variables)})
+    # Dropout seed-generator states (not in model.weights): resume draws the same masks.
+    weight_ids = {id(v) for v in self.model.weights}
+    rng_states = [v for v in self.model.variables if id(v) not in weight_ids]
+    objects.update({f"rng.{i:04d}": v for i, v in enumerate(rng_states)})
     objects.update(step=self.step, state=self.state_store)
     self.checkpoint = tf.train.Checkpoint(**objects)
     self.manager = tf.train.CheckpointManager(self.checkpoint, os.path.join(self.model_dir, "ckpt"),
