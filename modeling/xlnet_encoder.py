@@ -9,6 +9,7 @@ import tensorflow as tf
 from modeling import ops
 from modeling.config import RunConfig, XLNetConfig
 from modeling.layers.xlnet_block import XLNetBlock
+from modeling.layers import dropout as dropout_lib
 
 
 class XLNetEncoder(keras.layers.Layer):
@@ -35,8 +36,8 @@ class XLNetEncoder(keras.layers.Layer):
                    dropout=r.dropout, dropatt=r.dropatt,
                    kernel_initializer=self.initializer, name=f"layer_{i}")
         for i in range(c.n_layer)]
-    self.embedding_dropout = keras.layers.Dropout(r.dropout)
-    self.output_dropout = keras.layers.Dropout(r.dropout)
+    self.embedding_dropout = dropout_lib.Dropout(r.dropout)
+    self.output_dropout = dropout_lib.Dropout(r.dropout)
 
   def build(self, input_shape=None):
     c = self.config

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
+from modeling.layers import dropout as dropout_lib
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
 
@@ -26,8 +27,8 @@ class SequenceSummary(keras.layers.Layer):
     self.n_head, self.d_head = n_head, d_head
     self.dropout, self.dropatt = dropout, dropatt
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
-    self.summary_dropout = keras.layers.Dropout(dropout)
-    self.attention_dropout = keras.layers.Dropout(dropatt)
+    self.summary_dropout = dropout_lib.Dropout(dropout)
+    self.attention_dropout = dropout_lib.Dropout(dropatt)
     self.proj = None
     self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="LayerNorm")
 

@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
+from modeling.layers import dropout as dropout_lib
 
 
 def masked_logits(logits, p_mask):
@@ -38,7 +39,7 @@ class SquadHead(keras.layers.Layer):
     self.answer_dense_0 = None
     self.answer_dense_1 = keras.layers.Dense(1, use_bias=False, kernel_initializer=init,
                                              name="answer_dense_1")
-    self.answer_dropout = keras.layers.Dropout(dropout)
+    self.answer_dropout = dropout_lib.Dropout(dropout)
 
   def build(self, input_shape):
     d_model = input_shape[-1]

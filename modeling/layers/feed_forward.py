@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
+from modeling.layers import dropout as dropout_lib
 
 
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -26,8 +27,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
                                       name="layer_1")
     self.layer_2 = None  # built once d_model is known
     self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="LayerNorm")
-    self.inner_dropout = keras.layers.Dropout(dropout)
-    self.output_dropout = keras.layers.Dropout(dropout)
+    self.inner_dropout = dropout_lib.Dropout(dropout)
+    self.output_dropout = dropout_lib.Dropout(dropout)
 
   def build(self, input_shape):
     d_model = input_shape[-1]

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
+from modeling.layers import dropout as dropout_lib
 
 
 class TwoStreamRelativeAttention(keras.layers.Layer):
@@ -32,8 +33,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
     self._scale = 1.0 / (d_head ** 0.5)
     self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="LayerNorm")
-    self.output_dropout = keras.layers.Dropout(dropout)
-    self.attention_dropout = keras.layers.Dropout(dropatt)
+    self.output_dropout = dropout_lib.Dropout(dropout)
+    self.attention_dropout = dropout_lib.Dropout(dropatt)
 
   def build(self, h_shape):
     d_model = h_shape[-1]

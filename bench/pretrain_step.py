@@ -1,0 +1,197 @@
+"""Pretraining step benchmark: bench-small of ../shared/reference/results-and-benchmarks.md.
+
+6 layers, d_model 512, 8 heads of 64, d_inner 2048, GELU, untie_r, vocab 32000;
+seq_len 256, reuse_len 128, mem_len 128, num_predict 43, batch 8, dropout 0.1,
+AdamW. One step = forward + backward + update of the two-stream PLM loss, memory
+carried between steps. Median of N timed steps after warm-up.
+
+One run measures, side by side on this machine:
+  - the machine's matmul peak (TensorFlow, 2048^3, float32 and bfloat16);
+  - ours: float32 and mixed_bfloat16, the step under XLA;
+  - Model Garden's TF2 XLNet (tf-models-official, in its own virtual env given by
+    --mg_python), eager tf.function and XLA.
+
+  python -m venv /tmp/mg && /tmp/mg/bin/pip install tf-models-official==2.20.0
+  python bench/pretrain_step.py --mg_python /tmp/mg/bin/python
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+B, L, P, M, LAYERS, D, H, DH, INNER, V = 8, 256, 43, 128, 6, 512, 8, 64, 2048, 32000
+FLOPS_PER_STEP = 0.43e12   # by count (reference)
+
+
+def _batch(np):
+  sys.path.insert(0, ROOT)
+  from tests import reference
+  rng = np.random.default_rng(0)
+  perm_mask, mapping = reference.random_permutation_masks(rng, B, L, P, pad_rows=0)
+  ids = rng.integers(9, V, [B, L]).astype(np.int32)
+  seg = np.zeros([B, L], np.int32)
+  seg[:, 160:] = 1
+  seg[:, -1] = 2
+  return dict(ids=ids, seg=seg, perm_mask=perm_mask, mapping=mapping,
+              target=np.take_along_axis(ids, mapping.argmax(-1), 1),
+              input_q=mapping.sum(1).astype(np.float32))
+
+
+def _time(step, n):
+  step()                                   # compile / warm-up
+  step()
+  times = []
+  for _ in range(n):
+    t = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - t)
+  times.sort()
+  return times[len(times) // 2]
+
+
+def matmul_peak(n_steps):
+  import tensorflow as tf
+  out = {}
+  for dtype in (tf.float32, tf.bfloat16):
+    a = tf.random.normal([2048, 2048], dtype=tf.float32)
+    a = tf.cast(a, dtype)
+    f = tf.function(lambda x: tf.matmul(x, x))
+    sec = _time(lambda: f(a).numpy(), n_steps)
+    out[dtype.name] = 2 * 2048 ** 3 / sec
+  return out
+
+
+def ours(policy, n_steps, jit=True):
+  import keras
+  import numpy as np
+  import tensorflow as tf
+  sys.path.insert(0, ROOT)
+  from modeling import losses
+  from modeling.config import RunConfig, XLNetConfig
+  from modeling.models import XLNetPretrainModel
+  from training import optimization
+  keras.config.set_dtype_policy(policy)
+  config = XLNetConfig(n_layer=LAYERS, d_model=D, n_head=H, d_head=DH, d_inner=INNER, n_token=V)
+  run = RunConfig(dropout=0.1, dropatt=0.1, mem_len=M, reuse_len=128, bi_data=True)
+  model = XLNetPretrainModel(config, run).ensure_built()
+  data = _batch(np)
+  batch = {"input_ids": data["ids"], "seg_ids": data["seg"], "perm_mask": data["perm_mask"],
+           "target_mapping": data["mapping"], "target": data["target"],
+           "input_mask": np.zeros([B, L], np.float32)}
+  batch = {k: tf.constant(v) for k, v in batch.items()}
+  opt = optimization.AdamWeightDecay(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
+  opt.build(model.trainable_variables)
+
+  @tf.function(jit_compile=jit)
+  def step(batch, mems):
+    with tf.GradientTape() as tape:
+      out = model(batch, mems=mems, training=True)
+      loss = losses.lm_loss(out["logits"], batch["target"])
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss, tf.cast(out["new_mems"], tf.float32)
+
+  state = {"mems": tf.zeros([LAYERS, B, M, D])}
+
+  def run_step():
+    loss, state["mems"] = step(batch, state["mems"])
+    float(loss)
+  return _time(run_step, n_steps)
+
+
+def model_garden(jit, n_steps):
+  import numpy as np
+  import tensorflow as tf
+  import tf_keras
+  from official.nlp.modeling import models, networks
+  init = tf_keras.initializers.RandomNormal(stddev=0.02)
+  net = networks.XLNetBase(
+      vocab_size=V, num_layers=LAYERS, hidden_size=D, num_attention_heads=H, head_size=DH,
+      inner_size=INNER, dropout_rate=0.1, attention_dropout_rate=0.1, attention_type="bi",
+      bi_data=True, initializer=init, two_stream=True, tie_attention_biases=False,
+      memory_length=M, reuse_length=128, inner_activation="gelu")
+  model = models.XLNetPretrainer(network=net, mlm_activation="gelu", mlm_initializer=init)
+  data = _batch(np)
+  inputs = {"input_word_ids": tf.constant(data["ids"]), "input_type_ids": tf.constant(data["seg"]),
+            "masked_tokens": tf.constant(data["input_q"]),
+            "permutation_mask": tf.constant(data["perm_mask"]),
+            "target_mapping": tf.constant(data["mapping"])}
+  target = tf.constant(data["target"])
+  opt = tf_keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, global_clipnorm=1.0)
+
+  @tf.function(jit_compile=jit)
+  def step(inputs, mems):
+    with tf.GradientTape() as tape:
+      logits, new_mems = model(dict(inputs, state=mems), training=True)
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(target, logits))
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss, new_mems
+
+  state = {"mems": [tf.zeros([B, M, D]) for _ in range(LAYERS)]}
+
+  def run_step():
+    loss, state["mems"] = step(inputs, state["mems"])
+    float(loss)
+  return _time(run_step, n_steps)
+
+
+def child(args):
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  if args.what == "peak":
+    result = matmul_peak(args.steps)
+  elif args.what.startswith("ours:"):
+    _, policy, mode = args.what.split(":")
+    result = ours(policy, args.steps, jit=mode == "xla")
+  else:
+    result = model_garden(args.what == "mg:xla", args.steps)
+  print("RESULT " + json.dumps(result))
+
+
+def run_child(python, what, steps):
+  cmd = [python, os.path.abspath(__file__), "--child", what, "--steps", str(steps)]
+  out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+  lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+  if out.returncode or not lines:
+    return {"error": (out.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+  return json.loads(lines[-1][7:])
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--mg_python", help="python of a venv with tf-models-official")
+  parser.add_argument("--steps", type=int, default=5)
+  parser.add_argument("--child", dest="what")
+  args = parser.parse_args()
+  if args.what:
+    return child(args)
+  peak = run_child(sys.executable, "peak", 10)
+  rows = {}
+  for policy in ("float32", "mixed_bfloat16"):
+    for mode, label in (("xla", "XLA"), ("graph", "tf.function")):
+      rows[f"ours {policy} ({label})"] = run_child(sys.executable, f"ours:{policy}:{mode}",
+                                                   args.steps)
+  if args.mg_python:
+    rows["Model Garden float32 (tf.function)"] = run_child(args.mg_python, "mg:eager", args.steps)
+    rows["Model Garden float32 (XLA)"] = run_child(args.mg_python, "mg:xla", args.steps)
+  mg = [v for k, v in rows.items() if k.startswith("Model Garden") and isinstance(v, float)]
+  best_mg = min(mg) if mg else None
+  print(f"matmul peak 2048^3: float32 {peak['float32'] / 1e9:.0f} GFLOP/s, "
+        f"bfloat16 {peak['bfloat16'] / 1e9:.0f} GFLOP/s")
+  print(f"{'configuration':40s} {'s/step':>8s} {'tokens/s':>9s} {'vs MG best':>10s} "
+        f"{'of f32 peak':>11s}")
+  for name, sec in rows.items():
+    if not isinstance(sec, float):
+      print(f"{name:40s} {sec['error']}")
+      continue
+    ratio = f"{best_mg / sec:.2f}x" if best_mg else "-"
+    frac = FLOPS_PER_STEP / sec / peak["float32"]
+    print(f"{name:40s} {sec:8.2f} {B * L / sec:9.0f} {ratio:>10s} {frac:11.0%}")
+
+
+if __name__ == "__main__":
+  main()
