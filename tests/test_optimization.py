@@ -64,3 +64,18 @@ def test_layer_decay_multipliers_by_depth():
   np.testing.assert_array_equal(by_name["transformer/r_w_bias"].ravel(), [0.25, 0.5, 1.0])
   assert not any("sequnece_summary" in p or "logit" in p for p in by_name)  # heads: full rate
   assert optimization.layer_decay_multipliers(model, 1.0) == {}
+
+
+def test_gradient_accumulation_updates_every_n_steps_with_the_mean():
+  def run(accumulate, grads_seq):
+    var = keras.Variable(np.array([1.0, 2.0], np.float32), name="kernel")
+    opt = optimization.AdamWeightDecay(learning_rate=0.1, gradient_accumulation_steps=accumulate)
+    values = []
+    for g in grads_seq:
+      opt.apply_gradients([(tf.constant(g), var)])
+      values.append(var.numpy().copy())
+    return values
+  acc = run(2, [[0.2, -0.4], [0.6, 0.0]])
+  np.testing.assert_array_equal(acc[0], [1.0, 2.0])               # no update yet
+  single = run(None, [[0.4, -0.2]])                                 # the mean of the two
+  np.testing.assert_allclose(acc[1], single[0], rtol=1e-6)

@@ -65,10 +65,10 @@ def test_loss_falls_on_real_text(tmp_path, recs):
   assert history[-5:].mean() < history[0] - 0.3, history
 
 
-@pytest.mark.parametrize("objective,nsp", [("mlm", 0.0), ("plm", 1.0)])
-def test_mlm_and_nsp_train(tmp_path, recs, objective, nsp):
+@pytest.mark.parametrize("objective,nsp,mem_len", [("mlm", 0.0, 32), ("plm", 1.0, 0)])
+def test_mlm_nsp_and_no_memory_train(tmp_path, recs, objective, nsp, mem_len):
   task = ph.tiny_task(recs["bi1"], recs["vocab"], bi_data=True, objective=objective,
-                      train_steps=60, lr=1e-2, nsp_weight=nsp)
+                      train_steps=60, lr=1e-2, nsp_weight=nsp, mem_len=mem_len)
   trainer, history = ph.train(task, tmp_path, steps_per_loop=10, save_every=60)
   assert history[-1] < history[0] - 0.5
   names = trainer.model.tf1_variables()

@@ -156,9 +156,7 @@ class Trainer:
       step += n
       done_since += n
       elapsed = time.time() - t
-      lr = float(self.optimizer.learning_rate) if not callable(
-          getattr(self.optimizer, "_learning_rate", None)) else float(
-              self.optimizer._learning_rate(self.optimizer.iterations))
+      lr = float(self.optimizer.learning_rate)
       rate = self.task.tokens_per_step * n / max(elapsed, 1e-9)
       eta = (time.time() - t0) / done_since * (self.train_steps - step)
       history.append((step, loss))
