@@ -35,6 +35,22 @@ def test_stubs_say_what_is_missing(script, issue):
   assert f"not built yet (issue #{issue})" in result.stderr
 
 
+def test_squad_eval_only_scores_a_prediction_file(tmp_path):
+  import json
+  data = {"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [
+      {"id": "a", "answers": [{"text": "blue sky"}], "is_impossible": False},
+      {"id": "b", "answers": [], "is_impossible": True}]}]}]}
+  (tmp_path / "dev.json").write_text(json.dumps(data))
+  (tmp_path / "pred.json").write_text(json.dumps({"a": "the blue sky", "b": "x"}))
+  (tmp_path / "odds.json").write_text(json.dumps({"a": -3.0, "b": 0.5}))
+  result = _run("run_squad.py", "--do_eval_only", f"--predict_file={tmp_path}/dev.json",
+                f"--predictions={tmp_path}/pred.json", f"--null_odds={tmp_path}/odds.json")
+  assert result.returncode == 0, result.stderr
+  out = json.loads(result.stdout)
+  assert out["exact"] == 50.0 and out["HasAns_exact"] == 100.0
+  assert out["best_exact"] == 100.0 and out["best_exact_thresh"] == -3.0
+
+
 def test_quickstart_end_to_end(tmp_path):
   result = _run("quickstart.py", f"--output_dir={tmp_path}", "--steps=12")
   assert result.returncode == 0, result.stdout + result.stderr
