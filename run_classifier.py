@@ -1,25 +1,118 @@
 """Fine-tune and evaluate XLNet on GLUE and text-classification tasks.
 
-Status: the model, its heads and checkpoint loading are built (modeling/); the
-classification fine-tuning and evaluation is not built yet (issue #5). `--help` lists the flags.
+Reads the official layouts from --data_dir (GLUE TSVs; aclImdb; the Yelp,
+DBpedia, AG News and Amazon CSVs), caches the encoded features, fine-tunes with
+the shared training loop, evaluates on the dev split at every checkpoint
+(keeping the best), and writes GLUE submission files for test splits.
+
+  python run_classifier.py --task_name=sts-b --data_dir=glue/STS-B \\
+      --sp_model=xlnet_cased_L-24_H-1024_A-16/spiece.model \\
+      --model_config_path=xlnet_cased_L-24_H-1024_A-16/xlnet_config.json \\
+      --init_checkpoint=xlnet_cased_L-24_H-1024_A-16/xlnet_model.ckpt \\
+      --model_dir=runs/sts-b --max_seq_length=128 --train_batch_size=32 \\
+      --learning_rate=5e-5 --train_steps=1200 --warmup_steps=120 --do_train --do_eval
 """
 
+import json
+import os
 import sys
 
 from absl import app
 from absl import flags
+from absl import logging
+import keras
 
+from finetuning import classifier_data
+from finetuning.classifier_task import ClassifierConfig, ClassifierTask
+from modeling import checkpoint
 from modeling import flags as model_flags
+from training import distribution
+from training.trainer import Trainer
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
-flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and outputs are written.")
+flags.DEFINE_string("task_name", None, f"One of {', '.join(sorted(classifier_data.TASKS))}.")
+flags.DEFINE_string("data_dir", None, "Directory with the task's files in the official layout.")
+flags.DEFINE_string("sp_model", None, "SentencePiece model (spiece.model of the checkpoint).")
+flags.DEFINE_bool("uncased", False, "Lower-case the text (uncased models).")
+flags.DEFINE_string("model_dir", None, "Checkpoints, logs, best model and predictions.")
+flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
+flags.DEFINE_string("cache_dir", None, "Encoded features cache (default: MODEL_DIR/features).")
+flags.DEFINE_bool("do_train", False, "Fine-tune.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on --eval_split (the best checkpoint if trained).")
+flags.DEFINE_bool("do_predict", False, "Write GLUE submission files for the test split(s).")
+flags.DEFINE_string("eval_split", "dev", "Split to evaluate (dev, dev_mismatched, test, ...).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example (left padded).")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch.")
+flags.DEFINE_integer("eval_batch_size", 64, "Evaluation batch.")
+flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate.")
+flags.DEFINE_integer("train_steps", 1000, "Optimizer steps.")
+flags.DEFINE_integer("warmup_steps", 0, "Linear warmup steps.")
+flags.DEFINE_enum("decay_method", "linear", ["linear", "cosine"], "Decay after the warmup.")
+flags.DEFINE_float("min_lr_ratio", 0.0, "Final learning rate as a fraction of the peak.")
+flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay.")
+flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
+flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
+flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer-wise learning-rate decay.")
+flags.DEFINE_integer("save_every", 500, "Checkpoint and evaluate every N steps.")
+flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call.")
+flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"], "Pooling.")
+flags.DEFINE_bool("use_summ_proj", True, "tanh projection after pooling.")
+flags.DEFINE_string("tpu", None, "TPU name (implies the TPU strategy).")
+flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("seed", 0, "Seed of weights, shuffling and dropout.")
+FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  sys.exit("run_classifier.py: the classification fine-tuning and evaluation is not built yet (issue #5); "
-           "modeling/ and quickstart.py show what works today.")
+  logging.set_verbosity(logging.WARNING)
+  model_dir = FLAGS.model_dir or FLAGS.output_dir
+  for name, value in (("task_name", FLAGS.task_name), ("data_dir", FLAGS.data_dir),
+                      ("sp_model", FLAGS.sp_model), ("model_dir", model_dir),
+                      ("model_config_path", FLAGS.model_config_path)):
+    if not value:
+      sys.exit(f"run_classifier.py: --{name} is required")
+  keras.utils.set_random_seed(FLAGS.seed)
+  if FLAGS.use_bfloat16:
+    keras.config.set_dtype_policy("mixed_bfloat16")
+  try:
+    config = ClassifierConfig(
+        task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+        cache_dir=FLAGS.cache_dir or os.path.join(model_dir, "features"), uncased=FLAGS.uncased,
+        max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
+        learning_rate=FLAGS.learning_rate, train_steps=FLAGS.train_steps,
+        warmup_steps=FLAGS.warmup_steps, decay_method=FLAGS.decay_method,
+        min_lr_ratio=FLAGS.min_lr_ratio, weight_decay=FLAGS.weight_decay,
+        adam_epsilon=FLAGS.adam_epsilon, clip=FLAGS.clip,
+        lr_layer_decay_rate=FLAGS.lr_layer_decay_rate, summary_type=FLAGS.summary_type,
+        use_proj=FLAGS.use_summ_proj, seed=FLAGS.seed)
+    task = ClassifierTask(config, model_flags.model_config_from_flags(),
+                          model_flags.run_config_from_flags(), FLAGS.init_checkpoint)
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    trainer = Trainer(task, strategy, model_dir, FLAGS.train_steps, FLAGS.steps_per_loop,
+                      FLAGS.save_every, jit_compile=True)
+    if FLAGS.do_train:
+      trainer.train()
+      model = trainer.model
+      best = os.path.join(model_dir, "best", "ckpt")
+      if os.path.exists(best + ".index"):
+        checkpoint.load_native_checkpoint(model, best)
+    else:
+      with strategy.scope():
+        model = task.build_model().ensure_built()
+      task.initialize(model, print)
+    if FLAGS.do_eval:
+      results = task.evaluate(model, FLAGS.eval_split)
+      print(json.dumps({"task": task.spec.name, "split": FLAGS.eval_split, **results}))
+    if FLAGS.do_predict:
+      for split in task.spec.files:
+        if split.startswith("test"):
+          print(f"wrote {task.write_predictions(model, split, model_dir)}")
+  except (FileNotFoundError, ValueError) as e:
+    sys.exit(f"run_classifier.py: {e}")
 
 
 if __name__ == "__main__":

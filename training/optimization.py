@@ -150,3 +150,15 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
                   bias_correction=self.bias_correction, clip_norm=self.clip_norm,
                   exclude_from_decay=self.exclude_from_decay)
     return config
+
+
+def build_optimizer(model, learning_rate, train_steps, warmup_steps=0, decay_method="linear",
+                    min_lr_ratio=0.0, weight_decay=0.0, adam_epsilon=1e-6, clip=1.0,
+                    lr_layer_decay_rate=1.0, grad_accumulation_steps=1):
+  """The optimizer every task uses, from the common flags."""
+  schedule = WarmupDecay(learning_rate, train_steps, warmup_steps, decay_method, min_lr_ratio)
+  return AdamWeightDecay(
+      learning_rate=schedule, weight_decay_rate=weight_decay, epsilon=adam_epsilon,
+      clip_norm=clip if clip > 0 else None,
+      gradient_accumulation_steps=grad_accumulation_steps if grad_accumulation_steps > 1 else None,
+      lr_multipliers=layer_decay_multipliers(model, lr_layer_decay_rate))

@@ -77,14 +77,9 @@ class PretrainTask:
 
   def build_optimizer(self, model):
     c = self.config
-    schedule = optimization.WarmupDecay(c.learning_rate, c.train_steps, c.warmup_steps,
-                                        c.decay_method, c.min_lr_ratio)
-    return optimization.AdamWeightDecay(
-        learning_rate=schedule, weight_decay_rate=c.weight_decay, epsilon=c.adam_epsilon,
-        clip_norm=c.clip if c.clip > 0 else None,
-        gradient_accumulation_steps=c.grad_accumulation_steps if c.grad_accumulation_steps > 1
-        else None,
-        lr_multipliers=optimization.layer_decay_multipliers(model, c.lr_layer_decay_rate))
+    return optimization.build_optimizer(
+        model, c.learning_rate, c.train_steps, c.warmup_steps, c.decay_method, c.min_lr_ratio,
+        c.weight_decay, c.adam_epsilon, c.clip, c.lr_layer_decay_rate, c.grad_accumulation_steps)
 
   def initialize(self, model, log):
     if self.init_checkpoint:

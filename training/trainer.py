@@ -20,6 +20,7 @@ Task interface:
   on_end(model, model_dir): exports (optional)
 """
 
+import json
 import os
 import time
 
@@ -132,9 +133,27 @@ class Trainer:
 
     return host_loop
 
+  def _evaluate(self, step):
+    """Periodic evaluation; the best checkpoint by the task's main metric is kept apart."""
+    results = self.task.evaluate(self.model)
+    self.log(f"eval at step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in results.items()))
+    writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
+    with writer.as_default(step=step):
+      for k, v in results.items():
+        tf.summary.scalar(k, v)
+    value = results[self.task.main_metric]
+    if self.best is None or value > self.best:
+      self.best = value
+      ckpt_lib.save_native_checkpoint(self.model, os.path.join(self.model_dir, "best", "ckpt"))
+      with open(os.path.join(self.model_dir, "best", "best.json"), "w") as f:
+        json.dump({"step": step, **results}, f, indent=1)
+      self.log(f"new best {self.task.main_metric} {value:.4f} -> {self.model_dir}/best")
+    self.eval_history.append((step, results))
+
   def train(self):
     """Runs to train_steps (resuming if a checkpoint exists); returns the loss history."""
     self._build()
+    self.best, self.eval_history = None, []
     restored = self._restore()
     start_step = int(self.step.numpy())
     dataset = self.strategy.distribute_datasets_from_function(
@@ -173,6 +192,8 @@ class Trainer:
         self._save_state(state)
         path = self.manager.save(checkpoint_number=step)
         self.log(f"saved {path}")
+        if hasattr(self.task, "evaluate"):
+          self._evaluate(step)
     writer.flush()
     self.task.on_end(self.model, self.model_dir, self.log)
     return history

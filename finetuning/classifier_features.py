@@ -1,0 +1,101 @@
+"""XLNet classification inputs, cached as TFRecords.
+
+Layout (the release's): `A <sep> [B <sep>] <cls>`, LEFT padded so `<cls>` is
+last; segment ids A = 0, B = 1, <cls> = 2, padding 4; input_mask 1 on padding.
+Pairs are truncated by dropping the last token of the longer text. Features are
+cached under a name carrying the task, split, length and tokenizer.
+"""
+
+import hashlib
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from data_utils import tfrecord
+from data_utils.tokenization import CLS_ID, SEP_ID
+
+SEG_PAD = 4
+
+
+def truncate_pair(a, b, max_len):
+  while len(a) + len(b) > max_len:
+    if len(a) > len(b):
+      a.pop()
+    else:
+      b.pop()
+
+
+def encode(tokenizer, examples, max_seq_length, label_list):
+  """Examples -> dict of numpy arrays [N, L] (+ label [N])."""
+  n = len(examples)
+  ids = np.zeros([n, max_seq_length], np.int32)
+  seg = np.full([n, max_seq_length], SEG_PAD, np.int32)
+  mask = np.ones([n, max_seq_length], np.float32)
+  texts_a = tokenizer.encode_lines([e.text_a for e in examples])
+  has_b = [e.text_b is not None for e in examples]
+  texts_b = tokenizer.encode_lines([e.text_b for e in examples if e.text_b is not None])
+  b_iter = iter(texts_b)
+  for k, a in enumerate(texts_a):
+    a = list(a)
+    if has_b[k]:
+      b = list(next(b_iter))
+      truncate_pair(a, b, max_seq_length - 3)
+      tokens = a + [SEP_ID] + b + [SEP_ID, CLS_ID]
+      segs = [0] * (len(a) + 1) + [1] * (len(b) + 1) + [2]
+    else:
+      a = a[:max_seq_length - 2]
+      tokens = a + [SEP_ID, CLS_ID]
+      segs = [0] * (len(a) + 1) + [2]
+    start = max_seq_length - len(tokens)
+    ids[k, start:], seg[k, start:], mask[k, start:] = tokens, segs, 0.0
+  out = {"input_ids": ids, "seg_ids": seg, "input_mask": mask}
+  if label_list:
+    index = {l: i for i, l in enumerate(label_list)}
+    out["label"] = np.array([index.get(e.label, -1) for e in examples], np.int32)
+  else:
+    out["label"] = np.array([e.label if e.label is not None else np.nan for e in examples],
+                            np.float32)
+  return out
+
+
+def cache_name(task, split, max_seq_length, sp_model, uncased):
+  with open(sp_model, "rb") as f:
+    sp_hash = hashlib.sha256(f.read()).hexdigest()[:10]
+  return (f"{task}.{split}.len-{max_seq_length}.sp-{sp_hash}."
+          f"{'uncased' if uncased else 'cased'}.tfrecord")
+
+
+def _layout(max_seq_length):
+  return tfrecord.ExampleLayout({"input_ids": 4 * max_seq_length, "seg_ids": max_seq_length,
+                                 "input_mask": max_seq_length, "label": 4})
+
+
+def write_cache(path, features):
+  """Writes the features (atomically) as fixed-size records."""
+  n, length = features["input_ids"].shape
+  label = features["label"]
+  arrays = {"input_ids": features["input_ids"].astype("<i4").view(np.uint8),
+            "seg_ids": features["seg_ids"].astype(np.uint8),
+            "input_mask": features["input_mask"].astype(np.uint8),
+            "label": label.astype("<i4" if label.dtype.kind == "i" else "<f4").view(
+                np.uint8).reshape(n, 4)}
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "wb") as f:
+    f.write(tfrecord.frame(_layout(length).serialize(arrays)))
+  os.replace(tmp, path)
+
+
+def parse(serialized, max_seq_length, regression):
+  spec = {k: tf.io.FixedLenFeature([], tf.string)
+          for k in ("input_ids", "seg_ids", "input_mask", "label")}
+  raw = tf.io.parse_example(serialized, spec)
+  length = max_seq_length
+  out = {"input_ids": tf.reshape(tf.io.decode_raw(raw["input_ids"], tf.int32), [-1, length]),
+         "seg_ids": tf.cast(tf.reshape(tf.io.decode_raw(raw["seg_ids"], tf.uint8), [-1, length]),
+                            tf.int32),
+         "input_mask": tf.cast(tf.reshape(tf.io.decode_raw(raw["input_mask"], tf.uint8),
+                                          [-1, length]), tf.float32)}
+  label = tf.io.decode_raw(raw["label"], tf.float32 if regression else tf.int32)
+  out["label"] = tf.reshape(label, [-1])
+  return out

@@ -1,0 +1,152 @@
+"""Sequence classification / regression as a task of the shared trainer."""
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from finetuning import classifier_data, classifier_features, metrics
+from modeling import checkpoint
+from modeling.models import XLNetClassifier
+from training import optimization
+
+
+@dataclasses.dataclass
+class ClassifierConfig:
+  task_name: str
+  data_dir: str
+  sp_model: str
+  cache_dir: str
+  uncased: bool = False
+  max_seq_length: int = 128
+  train_batch_size: int = 32
+  eval_batch_size: int = 64
+  eval_split: str = "dev"
+  learning_rate: float = 2e-5
+  train_steps: int = 1000
+  warmup_steps: int = 0
+  decay_method: str = "linear"
+  min_lr_ratio: float = 0.0
+  weight_decay: float = 0.0
+  adam_epsilon: float = 1e-6
+  clip: float = 1.0
+  lr_layer_decay_rate: float = 1.0
+  grad_accumulation_steps: int = 1
+  summary_type: str = "last"
+  use_proj: bool = True
+  seed: int = 0
+
+
+class ClassifierTask:
+  """See training/trainer.py for the interface."""
+
+  state_dtype = tf.float32
+
+  def __init__(self, config, model_config, run_config, init_checkpoint=None):
+    from data_utils.tokenization import Tokenizer
+    self.config, self.model_config, self.run_config = config, model_config, run_config
+    self.spec = classifier_data.get_task(config.task_name)
+    self.tokenizer = Tokenizer(config.sp_model, lower=config.uncased)
+    self.init_checkpoint = init_checkpoint
+    self.seed = config.seed
+    self.tokens_per_step = config.train_batch_size * config.max_seq_length
+    eval_metrics = metrics.task_metrics(self.spec.name, [0, 1], [0, 1])
+    self.main_metric = next(iter(eval_metrics))
+    os.makedirs(config.cache_dir, exist_ok=True)
+
+  # ---- features ---------------------------------------------------------------------
+  def features_path(self, split):
+    c = self.config
+    path = os.path.join(c.cache_dir, classifier_features.cache_name(
+        self.spec.name, split, c.max_seq_length, c.sp_model, c.uncased))
+    if not os.path.exists(path):
+      examples = classifier_data.read_split(self.spec, c.data_dir, split)
+      feats = classifier_features.encode(self.tokenizer, examples, c.max_seq_length,
+                                         self.spec.labels)
+      classifier_features.write_cache(path, feats)
+    return path
+
+  def _dataset(self, split, batch_size, train):
+    ds = tf.data.TFRecordDataset(self.features_path(split))
+    if train:
+      ds = ds.shuffle(10_000, seed=self.config.seed).repeat()
+    ds = ds.batch(batch_size, drop_remainder=train)
+    return ds.map(lambda x: classifier_features.parse(x, self.config.max_seq_length,
+                                                      self.spec.is_regression))
+
+  def dataset(self, input_context, skip_batches=0):
+    batch = self.config.train_batch_size
+    if input_context:
+      batch = input_context.get_per_replica_batch_size(batch)
+    ds = self._dataset("train", batch, train=True)
+    return ds.skip(skip_batches) if skip_batches else ds
+
+  # ---- model ------------------------------------------------------------------------
+  def build_model(self):
+    spec = self.spec
+    return XLNetClassifier(self.model_config, self.run_config,
+                           n_class=max(len(spec.labels), 1), task_name=spec.name,
+                           regression=spec.is_regression, summary_type=self.config.summary_type,
+                           use_proj=self.config.use_proj)
+
+  def build_optimizer(self, model):
+    c = self.config
+    return optimization.build_optimizer(
+        model, c.learning_rate, c.train_steps, c.warmup_steps, c.decay_method, c.min_lr_ratio,
+        c.weight_decay, c.adam_epsilon, c.clip, c.lr_layer_decay_rate, c.grad_accumulation_steps)
+
+  def initialize(self, model, log):
+    if self.init_checkpoint:
+      log(f"init from {self.init_checkpoint}: "
+          f"{checkpoint.load_checkpoint(model, self.init_checkpoint)}")
+
+  def state_shape(self):
+    return [1]
+
+  def initial_state(self):
+    return tf.zeros([1], self.state_dtype)
+
+  def loss(self, model, batch, state, step, training=True):
+    logits = model(batch, training=training)
+    if self.spec.is_regression:
+      loss = tf.reduce_mean(tf.square(tf.cast(logits, tf.float32) - batch["label"]))
+    else:
+      loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=batch["label"], logits=tf.cast(logits, tf.float32)))
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss / replicas, {}, state
+
+  # ---- evaluation and prediction ----------------------------------------------------
+  def predict(self, model, split):
+    """(predictions, labels) over a split: class indices or scores."""
+    ds = self._dataset(split, self.config.eval_batch_size, train=False)
+    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    preds, labels = [], []
+    for batch in ds:
+      out = forward(batch).numpy()
+      preds.append(out if self.spec.is_regression else out.argmax(-1))
+      labels.append(batch["label"].numpy())
+    return np.concatenate(preds), np.concatenate(labels)
+
+  def evaluate(self, model, split=None):
+    preds, labels = self.predict(model, split or self.config.eval_split)
+    return metrics.task_metrics(self.spec.name, labels, preds)
+
+  def write_predictions(self, model, split, output_dir):
+    """The GLUE submission file (index, prediction) for a test split."""
+    preds, _ = self.predict(model, split)
+    examples = classifier_data.read_split(self.spec, self.config.data_dir, split)
+    name = (self.spec.submission or {}).get(split, f"{self.spec.name}.{split}.tsv")
+    path = os.path.join(output_dir, name)
+    os.makedirs(output_dir, exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+      f.write("index\tprediction\n")
+      for ex, p in zip(examples, preds):
+        value = f"{float(p):.3f}" if self.spec.is_regression else self.spec.labels[int(p)]
+        f.write(f"{ex.guid}\t{value}\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+  def on_end(self, model, model_dir, log):
+    pass

@@ -1,0 +1,104 @@
+"""run_classifier.py: official layouts in, a tiny model learns a toy task, GLUE files out."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from data_utils import tokenization
+from finetuning import classifier_data, classifier_features
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILLER = ("the film was long and the story went on with many scenes of people talking about "
+          "their day while music played softly in the background").split()
+
+
+def _sentence(rng, label):
+  words = rng.sample(FILLER, 8)
+  words.insert(rng.randrange(9), rng.choice(["excellent", "wonderful"] if label else
+                                            ["terrible", "awful"]))
+  return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def sst2(tmp_path_factory):
+  d = tmp_path_factory.mktemp("sst2")
+  rng = random.Random(0)
+  for split, n in (("train", 400), ("dev", 100)):
+    rows = [(_sentence(rng, l), l) for l in [rng.randrange(2) for _ in range(n)]]
+    (d / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{l}\n" for s, l in rows))
+  (d / "test.tsv").write_text("index\tsentence\n" + "".join(
+      f"{i}\t{_sentence(rng, i % 2)}\n" for i in range(20)))
+  text = d / "text.txt"
+  text.write_text((d / "train.tsv").read_text().replace("\t", " "))
+  sp = tokenization.train_sentencepiece([str(text)], str(d / "sp"), 120, lower=True)
+  cfg = d / "config.json"
+  cfg.write_text(json.dumps({"n_layer": 2, "d_model": 32, "n_head": 4, "d_head": 8,
+                             "d_inner": 64, "n_token": 120}))
+  return d, sp, cfg
+
+
+def test_glue_readers_and_errors(tmp_path):
+  (tmp_path / "train.tsv").write_text("gj04\t1\t\tThe sailors rode the breeze clear of the rocks.\n"
+                                      "gj04\t0\t*\tThe more we study verbs.\n")
+  ex = classifier_data.read_split(classifier_data.GLUE["cola"], tmp_path, "train")
+  assert [e.label for e in ex] == ["1", "0"] and ex[1].text_a == "The more we study verbs."
+  (tmp_path / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
+  with pytest.raises(ValueError, match=r"dev.tsv:2: label 'maybe' is not one of"):
+    classifier_data.read_split(classifier_data.GLUE["rte"], tmp_path, "dev")
+  (tmp_path / "dev.tsv").write_text("index\tsentence1\n0\ta\n")
+  with pytest.raises(ValueError, match=r"dev.tsv:2: expected at least 3 columns, found 2"):
+    classifier_data.read_split(classifier_data.GLUE["rte"], tmp_path, "dev")
+  (tmp_path / "train.csv").write_text('"3","Title","Some news, with a comma"\n')
+  ex = classifier_data.read_split(classifier_data.TEXT["ag-news"], tmp_path, "train")
+  assert ex[0].text_a == "Title Some news, with a comma" and ex[0].label == "3"
+  for label, name in (("pos", "1_9.txt"), ("neg", "2_1.txt")):
+    os.makedirs(tmp_path / "train" / label, exist_ok=True)
+    (tmp_path / "train" / label / name).write_text("Great<br />movie")
+  ex = classifier_data.read_split(classifier_data.TEXT["imdb"], tmp_path, "train")
+  assert sorted(e.label for e in ex) == ["neg", "pos"] and ex[0].text_a == "Great movie"
+  with pytest.raises(ValueError, match="--task_name='glue' is not one of"):
+    classifier_data.get_task("glue")
+
+
+def test_xlnet_layout_left_padding(sst2):
+  _, sp, _ = sst2
+  tok = tokenization.Tokenizer(sp, lower=True)
+  exs = [classifier_data.Example("a", "excellent film", "the story", "1"),
+         classifier_data.Example("b", " ".join(FILLER), None, "0")]
+  f = classifier_features.encode(tok, exs, 32, ("0", "1"))
+  a, b = tok.encode("excellent film"), tok.encode("the story")
+  n = len(a) + len(b) + 3
+  assert n < 32
+  np.testing.assert_array_equal(f["input_ids"][0, -n:], a + [4] + b + [4, 3])
+  np.testing.assert_array_equal(f["seg_ids"][0], [4] * (32 - n) + [0] * (len(a) + 1) +
+                                [1] * (len(b) + 1) + [2])
+  np.testing.assert_array_equal(f["input_mask"][0], [1] * (32 - n) + [0] * n)
+  assert f["input_ids"][1, -1] == 3 and f["input_ids"][1, -2] == 4 and f["input_mask"][1].sum() == 0
+  np.testing.assert_array_equal(f["label"], [1, 0])
+  a, b = [1, 2, 3, 4, 5], [6, 7]
+  classifier_features.truncate_pair(a, b, 5)      # the longer text loses its last tokens
+  assert (a, b) == ([1, 2, 3], [6, 7])
+
+
+def test_fine_tunes_well_above_chance_and_writes_submission(sst2, tmp_path):
+  d, sp, cfg = sst2
+  args = [sys.executable, "run_classifier.py", "--task_name=sst-2", f"--data_dir={d}",
+          f"--sp_model={sp}", "--uncased", f"--model_config_path={cfg}",
+          f"--model_dir={tmp_path}", "--max_seq_length=48", "--train_batch_size=16",
+          "--learning_rate=3e-3", "--train_steps=150", "--warmup_steps=15", "--save_every=75",
+          "--steps_per_loop=15", "--dropout=0.0", "--dropatt=0.0", "--do_train", "--do_eval",
+          "--do_predict"]
+  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                     env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+  assert r.returncode == 0, r.stderr[-3000:]
+  result = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+  assert result["accuracy"] > 0.85, r.stdout
+  assert os.path.exists(tmp_path / "best" / "best.json")
+  lines = (tmp_path / "SST-2.tsv").read_text().splitlines()
+  assert lines[0] == "index\tprediction" and len(lines) == 21
+  assert all(l.split("\t")[1] in ("0", "1") for l in lines[1:])
