@@ -1,25 +1,104 @@
 """Fine-tune and evaluate XLNet on RACE (middle, high, all).
 
-Status: the model, its heads and checkpoint loading are built (modeling/); the
-RACE fine-tuning and evaluation is not built yet (issue #5). `--help` lists the flags.
+Reads the official layout (RACE/{train,dev,test}/{middle,high}/*.txt, one JSON
+article with its questions, options and answers per file) and reports accuracy
+per level with the shared training loop.
+
+  python run_race.py --data_dir=RACE --sp_model=spiece.model \\
+      --model_config_path=xlnet_config.json --init_checkpoint=xlnet_model.ckpt \\
+      --model_dir=runs/race --max_seq_length=512 --train_batch_size=32 \\
+      --learning_rate=2e-5 --train_steps=12000 --warmup_steps=1000 --do_train --do_eval
 """
 
+import json
+import os
 import sys
 
 from absl import app
 from absl import flags
+from absl import logging
+import keras
 
+from finetuning.classifier_task import ClassifierConfig
+from finetuning.race import RaceTask
+from modeling import checkpoint
 from modeling import flags as model_flags
+from training import distribution
+from training.trainer import Trainer
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
-flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and outputs are written.")
+flags.DEFINE_string("data_dir", None, "The RACE directory (train/dev/test, middle/high).")
+flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
+flags.DEFINE_bool("uncased", False, "Lower-case the text (uncased models).")
+flags.DEFINE_string("model_dir", None, "Checkpoints, logs and the best model.")
+flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
+flags.DEFINE_bool("do_train", False, "Fine-tune on train.")
+flags.DEFINE_bool("do_eval", False, "Accuracy on --eval_split (the best checkpoint if trained).")
+flags.DEFINE_string("eval_split", "dev", "dev or test.")
+flags.DEFINE_integer("max_seq_length", 512, "Tokens per (context, question+option) row.")
+flags.DEFINE_integer("max_qa_length", 128, "Question+option keeps its last N tokens.")
+flags.DEFINE_integer("train_batch_size", 32, "Questions per step (x4 rows).")
+flags.DEFINE_integer("eval_batch_size", 32, "Questions per evaluation batch.")
+flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate.")
+flags.DEFINE_integer("train_steps", 12000, "Optimizer steps.")
+flags.DEFINE_integer("warmup_steps", 1000, "Linear warmup steps.")
+flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay.")
+flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
+flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
+flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer-wise learning-rate decay.")
+flags.DEFINE_integer("save_every", 1000, "Checkpoint and evaluate every N steps.")
+flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call.")
+flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"], "Pooling.")
+flags.DEFINE_string("tpu", None, "TPU name (implies the TPU strategy).")
+flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("seed", 0, "Seed of weights, shuffling and dropout.")
+FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  sys.exit("run_race.py: the RACE fine-tuning and evaluation is not built yet (issue #5); "
-           "modeling/ and quickstart.py show what works today.")
+  logging.set_verbosity(logging.WARNING)
+  model_dir = FLAGS.model_dir or FLAGS.output_dir
+  for name, value in (("data_dir", FLAGS.data_dir), ("sp_model", FLAGS.sp_model),
+                      ("model_dir", model_dir), ("model_config_path", FLAGS.model_config_path)):
+    if not value:
+      sys.exit(f"run_race.py: --{name} is required")
+  keras.utils.set_random_seed(FLAGS.seed)
+  if FLAGS.use_bfloat16:
+    keras.config.set_dtype_policy("mixed_bfloat16")
+  try:
+    config = ClassifierConfig(
+        task_name="race", data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+        cache_dir=os.path.join(model_dir, "features"), uncased=FLAGS.uncased,
+        max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
+        learning_rate=FLAGS.learning_rate, train_steps=FLAGS.train_steps,
+        warmup_steps=FLAGS.warmup_steps, weight_decay=FLAGS.weight_decay,
+        adam_epsilon=FLAGS.adam_epsilon, clip=FLAGS.clip,
+        lr_layer_decay_rate=FLAGS.lr_layer_decay_rate, summary_type=FLAGS.summary_type,
+        seed=FLAGS.seed)
+    task = RaceTask(config, model_flags.model_config_from_flags(),
+                    model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
+                    max_qa_length=FLAGS.max_qa_length)
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    trainer = Trainer(task, strategy, model_dir, FLAGS.train_steps, FLAGS.steps_per_loop,
+                      FLAGS.save_every)
+    if FLAGS.do_train:
+      trainer.train()
+      model = trainer.model
+      best = os.path.join(model_dir, "best", "ckpt")
+      if os.path.exists(best + ".index"):
+        checkpoint.load_native_checkpoint(model, best)
+    else:
+      with strategy.scope():
+        model = task.build_model().ensure_built()
+      task.initialize(model, print)
+    if FLAGS.do_eval:
+      print(json.dumps({"split": FLAGS.eval_split, **task.evaluate(model, FLAGS.eval_split)}))
+  except (FileNotFoundError, ValueError) as e:
+    sys.exit(f"run_race.py: {e}")
 
 
 if __name__ == "__main__":

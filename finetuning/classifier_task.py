@@ -43,10 +43,10 @@ class ClassifierTask:
 
   state_dtype = tf.float32
 
-  def __init__(self, config, model_config, run_config, init_checkpoint=None):
+  def __init__(self, config, model_config, run_config, init_checkpoint=None, spec=None):
     from data_utils.tokenization import Tokenizer
     self.config, self.model_config, self.run_config = config, model_config, run_config
-    self.spec = classifier_data.get_task(config.task_name)
+    self.spec = spec or classifier_data.get_task(config.task_name)
     self.tokenizer = Tokenizer(config.sp_model, lower=config.uncased)
     self.init_checkpoint = init_checkpoint
     self.seed = config.seed

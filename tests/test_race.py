@@ -1,0 +1,81 @@
+"""run_race.py on a small generated set in the official layout."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from data_utils import tokenization
+from finetuning import race
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDS = "red blue green black white pink gold grey brown cyan".split()
+FILLER = "we walked to the old house near the river and talked for a while".split()
+
+
+def _write_split(directory, split, n, rng):
+  for level in race.LEVELS:
+    os.makedirs(directory / split / level, exist_ok=True)
+    for k in range(n):
+      options = rng.sample(WORDS, 4)
+      answer = rng.randrange(4)
+      article = " ".join(rng.sample(FILLER, 2) + ["the", "door", "was", options[answer]] +
+                         rng.sample(FILLER, 4))
+      doc = {"id": f"{k}.txt", "article": article,
+             "questions": ["the door was _ ."], "options": [options], "answers": ["ABCD"[answer]]}
+      (directory / split / level / f"{k}.txt").write_text(json.dumps(doc))
+
+
+@pytest.fixture(scope="module")
+def race_dir(tmp_path_factory):
+  d = tmp_path_factory.mktemp("RACE")
+  rng = random.Random(0)
+  _write_split(d, "train", 200, rng)
+  _write_split(d, "dev", 40, rng)
+  text = d / "text.txt"
+  text.write_text("\n".join(json.loads(p.read_text())["article"]
+                            for p in (d / "train" / "middle").glob("*.txt")))
+  sp = tokenization.train_sentencepiece([str(text)], str(d / "sp"), 80, lower=True)
+  cfg = d / "config.json"
+  cfg.write_text(json.dumps({"n_layer": 2, "d_model": 32, "n_head": 4, "d_head": 8,
+                             "d_inner": 64, "n_token": 80}))
+  return d, sp, cfg
+
+
+def test_reader_layout_and_no_accumulation(race_dir):
+  d, sp, _ = race_dir
+  items = race.read_split(d, "dev")
+  assert len(items) == 80 and {it[0] for it in items} == {"middle", "high"}
+  tok = tokenization.Tokenizer(sp, lower=True)
+  f = race.encode(tok, items[:2], 40, max_qa_length=8)
+  for c in range(4):   # every option row: same context, its own question+option, <cls> last
+    row = f["input_ids"][0, c]
+    qa = tok.encode(items[0][2].replace("_", items[0][3][c]))[-8:]
+    context = tok.encode(items[0][1])
+    n = len(context) + len(qa) + 3
+    np.testing.assert_array_equal(row[-n:], context + [4] + qa + [4, 3])
+  bad = d / "bad"
+  os.makedirs(bad / "dev" / "middle")
+  (bad / "dev" / "middle" / "1.txt").write_text('{"article": "x", "questions": ["q"], '
+                                                 '"options": [["a", "b"]], "answers": ["A"]}')
+  with pytest.raises(ValueError, match=r"1.txt: not a RACE file"):
+    race.read_split(bad, "dev")
+
+
+def test_learns_the_toy_task(race_dir, tmp_path):
+  d, sp, cfg = race_dir
+  args = [sys.executable, "run_race.py", f"--data_dir={d}", f"--sp_model={sp}", "--uncased",
+          f"--model_config_path={cfg}", f"--model_dir={tmp_path}", "--max_seq_length=64",
+          "--max_qa_length=12", "--train_batch_size=16", "--learning_rate=3e-3",
+          "--train_steps=200", "--warmup_steps=20", "--save_every=100", "--steps_per_loop=20",
+          "--dropout=0.0", "--dropatt=0.0", "--do_train", "--do_eval"]
+  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                     env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+  assert r.returncode == 0, r.stderr[-3000:]
+  result = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+  assert set(result) == {"split", "accuracy", "accuracy_middle", "accuracy_high"}
+  assert result["accuracy"] > 0.6, r.stdout          # chance is 0.25
