@@ -1,47 +1,133 @@
 """Fine-tune XLNet on SQuAD 1.1/2.0, write predictions and score them.
 
-Status: scoring is built — `--do_eval_only` scores a predictions.json (and a
-null_odds.json) with numbers identical to the official v1.1 / v2.0 scripts:
+  python run_squad.py --do_train --do_predict --train_file=train-v2.0.json \\
+      --predict_file=dev-v2.0.json --sp_model=spiece.model \\
+      --model_config_path=xlnet_config.json --init_checkpoint=xlnet_model.ckpt \\
+      --model_dir=runs/squad --train_batch_size=48 --learning_rate=3e-5 \\
+      --train_steps=8000 --warmup_steps=1000 --lr_layer_decay_rate=0.75
+
+writes predictions.json, nbest_predictions.json and null_odds.json and prints the
+official metrics (exact match, F1, HasAns/NoAns, best thresholds). A prediction
+file alone is scored with:
 
   python run_squad.py --do_eval_only --predict_file=dev-v2.0.json \\
       --predictions=predictions.json --null_odds=null_odds.json
-
-Training and prediction are not built yet (issue #5). `--help` lists the flags.
 """
 
 import json
+import os
 import sys
 
 from absl import app
 from absl import flags
+from absl import logging
+import keras
 
+from data_utils.tokenization import Tokenizer
 from finetuning import squad_metrics
+from finetuning.squad import SquadConfig, SquadTask
+from modeling import checkpoint
 from modeling import flags as model_flags
+from training import distribution
+from training.trainer import Trainer
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
-flags.DEFINE_string("output_dir", None, "Where checkpoints, logs and predictions are written.")
+flags.DEFINE_string("model_dir", None, "Checkpoints, logs and prediction files.")
+flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
+flags.DEFINE_bool("do_train", False, "Fine-tune on --train_file.")
+flags.DEFINE_bool("do_predict", False, "Predict --predict_file (and score it if it has answers).")
 flags.DEFINE_bool("do_eval_only", False, "Only score --predictions against --predict_file.")
-flags.DEFINE_string("predict_file", None, "SQuAD JSON (train-v1.1.json, dev-v2.0.json, ...).")
-flags.DEFINE_string("predictions", None, "predictions.json: {question id: answer text}.")
-flags.DEFINE_string("null_odds", None, "null_odds.json: {question id: no-answer score} (v2.0).")
+flags.DEFINE_string("train_file", None, "SQuAD JSON for training (1.1 or 2.0).")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict / score.")
+flags.DEFINE_string("predictions", None, "predictions.json to score (--do_eval_only).")
+flags.DEFINE_string("null_odds", None, "null_odds.json to score with (--do_eval_only, v2.0).")
 flags.DEFINE_enum("version", None, ["1.1", "2.0"], "SQuAD version (default: from the data).")
+flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")
+flags.DEFINE_bool("uncased", False, "Lower-case the text (uncased models).")
+flags.DEFINE_integer("max_seq_length", 512, "Tokens per window.")
+flags.DEFINE_integer("doc_stride", 128, "Stride between windows of a long paragraph.")
+flags.DEFINE_integer("max_query_length", 64, "Question tokens kept.")
+flags.DEFINE_integer("max_answer_length", 64, "Longest answer, in pieces.")
+flags.DEFINE_integer("start_n_top", 5, "Beam over starts.")
+flags.DEFINE_integer("end_n_top", 5, "Beam over ends per start.")
+flags.DEFINE_integer("n_best_size", 5, "Answers kept in nbest_predictions.json.")
+flags.DEFINE_integer("train_batch_size", 48, "Global training batch.")
+flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch.")
+flags.DEFINE_float("learning_rate", 3e-5, "Peak learning rate.")
+flags.DEFINE_integer("train_steps", 8000, "Optimizer steps.")
+flags.DEFINE_integer("warmup_steps", 1000, "Linear warmup steps.")
+flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay.")
+flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
+flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
+flags.DEFINE_float("lr_layer_decay_rate", 0.75, "Layer-wise learning-rate decay.")
+flags.DEFINE_integer("save_every", 1000, "Checkpoint (and evaluate) every N steps.")
+flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call.")
+flags.DEFINE_string("tpu", None, "TPU name (implies the TPU strategy).")
+flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("seed", 0, "Seed of weights, shuffling and dropout.")
 FLAGS = flags.FLAGS
+
+
+def _eval_only():
+  if not FLAGS.predict_file or not FLAGS.predictions:
+    sys.exit("run_squad.py: --do_eval_only needs --predict_file and --predictions")
+  result = squad_metrics.evaluate_files(FLAGS.predict_file, FLAGS.predictions, FLAGS.null_odds,
+                                        FLAGS.version)
+  print(json.dumps(result, indent=2))
 
 
 def main(argv):
   del argv
-  if not FLAGS.do_eval_only:
-    sys.exit("run_squad.py: SQuAD fine-tuning and prediction are not built yet (issue #5); "
-             "--do_eval_only scores a prediction file.")
-  if not FLAGS.predict_file or not FLAGS.predictions:
-    sys.exit("run_squad.py: --do_eval_only needs --predict_file and --predictions")
+  logging.set_verbosity(logging.WARNING)
   try:
-    result = squad_metrics.evaluate_files(FLAGS.predict_file, FLAGS.predictions,
-                                          FLAGS.null_odds, FLAGS.version)
+    if FLAGS.do_eval_only:
+      return _eval_only()
+    model_dir = FLAGS.model_dir or FLAGS.output_dir
+    if not (FLAGS.do_train or FLAGS.do_predict):
+      sys.exit("run_squad.py: nothing to do: pass --do_train, --do_predict or --do_eval_only")
+    for name, value in (("model_dir", model_dir), ("sp_model", FLAGS.sp_model),
+                        ("model_config_path", FLAGS.model_config_path),
+                        ("train_file" if FLAGS.do_train else "predict_file",
+                         FLAGS.train_file if FLAGS.do_train else FLAGS.predict_file)):
+      if not value:
+        sys.exit(f"run_squad.py: --{name} is required")
+    keras.utils.set_random_seed(FLAGS.seed)
+    if FLAGS.use_bfloat16:
+      keras.config.set_dtype_policy("mixed_bfloat16")
+    config = SquadConfig(
+        model_dir=model_dir, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
+        max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
+        max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
+        start_n_top=FLAGS.start_n_top, end_n_top=FLAGS.end_n_top, n_best_size=FLAGS.n_best_size,
+        train_batch_size=FLAGS.train_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+        learning_rate=FLAGS.learning_rate, train_steps=FLAGS.train_steps,
+        warmup_steps=FLAGS.warmup_steps, weight_decay=FLAGS.weight_decay,
+        adam_epsilon=FLAGS.adam_epsilon, clip=FLAGS.clip,
+        lr_layer_decay_rate=FLAGS.lr_layer_decay_rate, seed=FLAGS.seed)
+    task = SquadTask(config, model_flags.model_config_from_flags(),
+                     model_flags.run_config_from_flags(), Tokenizer(FLAGS.sp_model, FLAGS.uncased),
+                     FLAGS.init_checkpoint)
+    if FLAGS.do_train and not FLAGS.predict_file:
+      task.evaluate = None
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
+    if FLAGS.do_train:
+      trainer = Trainer(task, strategy, model_dir, FLAGS.train_steps, FLAGS.steps_per_loop,
+                        FLAGS.save_every)
+      trainer.train()
+      model = trainer.model
+    else:
+      with strategy.scope():
+        model = task.build_model().ensure_built()
+      task.initialize(model, print)
+    if FLAGS.do_predict:
+      result = task.predict(model, FLAGS.predict_file, model_dir)
+      print(f"wrote predictions.json, nbest_predictions.json, null_odds.json to {model_dir}")
+      if result:
+        print(json.dumps(result))
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"run_squad.py: {e}")
-  print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -74,19 +74,22 @@ class Tokenizer:
     self._needs_split = np.array(
         [len(p) > 1 and p[-1] == "," and p[-2].isdigit() for p in pieces], bool)
 
+  def split_digit_comma(self, piece):
+    """The release's rule for a piece like `▁2000,`: [pieces of "2000"] + [","]."""
+    sub = self.sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+    if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
+      if len(sub[0]) == 1:
+        sub = sub[1:]
+      else:
+        sub[0] = sub[0][1:]
+    return sub + [piece[-1]]
+
   def _fix_digit_comma(self, text):
     """The release's `encode_pieces` rule for one line; returns ids."""
     out = []
     for piece in self.sp.EncodeAsPieces(text):
       if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
-        sub = self.sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-        if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
-          if len(sub[0]) == 1:
-            sub = sub[1:]
-          else:
-            sub[0] = sub[0][1:]
-        out.extend(sub)
-        out.append(piece[-1])
+        out.extend(self.split_digit_comma(piece))
       else:
         out.append(piece)
     return [self.sp.PieceToId(p) for p in out]

@@ -192,7 +192,7 @@ class Trainer:
         self._save_state(state)
         path = self.manager.save(checkpoint_number=step)
         self.log(f"saved {path}")
-        if hasattr(self.task, "evaluate"):
+        if getattr(self.task, "evaluate", None):
           self._evaluate(step)
     writer.flush()
     self.task.on_end(self.model, self.model_dir, self.log)

@@ -1,0 +1,192 @@
+"""SQuAD 1.1 / 2.0 as a task of the shared trainer, and the answer extraction.
+
+Training loss (the release's): 0.5 (start CE + end CE), end conditioned on the
+true start, + 0.5 BCE of the answerability logit. Prediction: start/end beam of
+every window, spans mapped back to the original characters, the best non-null
+answer per question (predictions.json), the n-best list with probabilities
+(nbest_predictions.json) and the smallest answerability logit over the windows
+(null_odds.json), scored with the official metrics when the file has answers.
+"""
+
+import collections
+import dataclasses
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from finetuning import squad_features, squad_metrics
+from modeling import checkpoint
+from modeling.models import XLNetSquadModel
+from training import optimization
+
+
+@dataclasses.dataclass
+class SquadConfig:
+  model_dir: str
+  train_file: str = None
+  predict_file: str = None
+  max_seq_length: int = 512
+  doc_stride: int = 128
+  max_query_length: int = 64
+  max_answer_length: int = 64
+  start_n_top: int = 5
+  end_n_top: int = 5
+  n_best_size: int = 5
+  train_batch_size: int = 48
+  predict_batch_size: int = 32
+  learning_rate: float = 3e-5
+  train_steps: int = 8000
+  warmup_steps: int = 1000
+  weight_decay: float = 0.0
+  adam_epsilon: float = 1e-6
+  clip: float = 1.0
+  lr_layer_decay_rate: float = 0.75
+  seed: int = 0
+
+
+class SquadTask:
+  """See training/trainer.py for the interface."""
+
+  state_dtype = tf.float32
+  main_metric = "f1"
+
+  def __init__(self, flags_config, model_config, run_config, tokenizer, init_checkpoint=None):
+    self.c, self.model_config, self.run_config = flags_config, model_config, run_config
+    self.tokenizer, self.init_checkpoint = tokenizer, init_checkpoint
+    self.seed = flags_config.seed
+    self.tokens_per_step = flags_config.train_batch_size * flags_config.max_seq_length
+    self._train = None
+
+  def _features(self, path, is_training):
+    examples, skipped = squad_features.read_squad(path, is_training)
+    arrays, infos = squad_features.make_features(
+        self.tokenizer, examples, self.c.max_seq_length, self.c.doc_stride,
+        self.c.max_query_length, is_training)
+    return examples, arrays, infos, skipped
+
+  def train_arrays(self):
+    if self._train is None:
+      _, arrays, _, skipped = self._features(self.c.train_file, True)
+      if skipped:
+        print(f"{self.c.train_file}: skipped {skipped} questions whose answer text is not at "
+              "its answer_start")
+      self._train = arrays
+    return self._train
+
+  def dataset(self, input_context, skip_batches=0):
+    batch = self.c.train_batch_size
+    if input_context:
+      batch = input_context.get_per_replica_batch_size(batch)
+    ds = tf.data.Dataset.from_tensor_slices(self.train_arrays())
+    ds = ds.shuffle(len(self.train_arrays()["input_ids"]), seed=self.seed).repeat()
+    ds = ds.batch(batch, drop_remainder=True)
+    return ds.skip(skip_batches) if skip_batches else ds
+
+  def build_model(self):
+    return XLNetSquadModel(self.model_config, self.run_config, start_n_top=self.c.start_n_top,
+                           end_n_top=self.c.end_n_top)
+
+  def build_optimizer(self, model):
+    c = self.c
+    return optimization.build_optimizer(
+        model, c.learning_rate, c.train_steps, c.warmup_steps, "linear", 0.0, c.weight_decay,
+        c.adam_epsilon, c.clip, c.lr_layer_decay_rate)
+
+  def initialize(self, model, log):
+    if self.init_checkpoint:
+      log(f"init from {self.init_checkpoint}: "
+          f"{checkpoint.load_checkpoint(model, self.init_checkpoint)}")
+
+  def state_shape(self):
+    return [1]
+
+  def initial_state(self):
+    return tf.zeros([1], self.state_dtype)
+
+  def loss(self, model, batch, state, step, training=True):
+    out = model(batch, training=training)
+    seq_len = tf.shape(out["start_log_probs"])[1]
+    nll = lambda lp, pos: -tf.reduce_mean(tf.reduce_sum(
+        tf.cast(lp, tf.float32) * tf.one_hot(pos, seq_len), axis=-1))
+    loss = 0.5 * (nll(out["start_log_probs"], batch["start_positions"]) +
+                  nll(out["end_log_probs"], batch["end_positions"]))
+    cls = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=batch["is_impossible"], logits=tf.cast(out["cls_logits"], tf.float32)))
+    loss = loss + 0.5 * cls
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    return loss / replicas, {"cls_loss": cls}, state
+
+  # ---- prediction ---------------------------------------------------------------------
+  def predict(self, model, path, output_dir):
+    """Writes the three prediction files; returns the official metrics (or {})."""
+    examples, arrays, infos, _ = self._features(path, False)
+    inputs = {k: v for k, v in arrays.items()}
+    ds = tf.data.Dataset.from_tensor_slices(inputs).batch(self.c.predict_batch_size)
+    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    outs = collections.defaultdict(list)
+    for batch in ds:
+      for k, v in forward(batch).items():
+        outs[k].append(v.numpy())
+    outs = {k: np.concatenate(v) for k, v in outs.items()}
+    preds, nbest, null_odds = extract_answers(examples, infos, outs, self.c.start_n_top,
+                                              self.c.end_n_top, self.c.max_answer_length,
+                                              self.c.n_best_size)
+    os.makedirs(output_dir, exist_ok=True)
+    for name, obj in (("predictions.json", preds), ("nbest_predictions.json", nbest),
+                      ("null_odds.json", null_odds)):
+      tmp = os.path.join(output_dir, name + ".tmp")
+      with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, ensure_ascii=False)
+      os.replace(tmp, os.path.join(output_dir, name))
+    if not any(ex.all_answers or ex.is_impossible for ex in examples):
+      return {}
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)["data"]
+    v2 = any(ex.is_impossible for ex in examples)
+    return (squad_metrics.evaluate_v2(data, preds, null_odds) if v2
+            else squad_metrics.evaluate_v1(data, preds))
+
+  def evaluate(self, model):
+    return self.predict(model, self.c.predict_file, os.path.join(self.c.model_dir, "eval"))
+
+  def on_end(self, model, model_dir, log):
+    pass
+
+
+def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_length,
+                    n_best_size):
+  """Beam outputs of every window -> (predictions, nbest, null_odds)."""
+  by_example = collections.defaultdict(list)
+  for f, info in enumerate(infos):
+    by_example[info["example_index"]].append(f)
+  preds, nbest, null_odds = {}, {}, {}
+  for ex_index, ex in enumerate(examples):
+    candidates, score_null = {}, float("inf")
+    for f in by_example[ex_index]:
+      info = infos[f]
+      score_null = min(score_null, float(outs["cls_logits"][f]))
+      for i in range(start_n_top):
+        s = int(outs["start_top_index"][f, i])
+        for j in range(end_n_top):
+          e = int(outs["end_top_index"][f, i * end_n_top + j])
+          if s >= info["length"] or e >= info["length"] or e < s or e - s + 1 > max_answer_length:
+            continue
+          score = float(outs["start_top_log_probs"][f, i] + outs["end_top_log_probs"][f, i * end_n_top + j])
+          text = ex.context[info["starts"][s]:info["ends"][e]].strip()
+          if text not in candidates or candidates[text] < score:
+            candidates[text] = score
+    best = sorted(candidates.items(), key=lambda kv: -kv[1])[:n_best_size]
+    if best:
+      scores = np.array([s for _, s in best])
+      probs = np.exp(scores - scores.max())
+      probs /= probs.sum()
+      nbest[ex.qas_id] = [{"text": t, "probability": float(p), "log_score": s}
+                          for (t, s), p in zip(best, probs)]
+      preds[ex.qas_id] = best[0][0]
+    else:
+      nbest[ex.qas_id] = [{"text": "", "probability": 1.0, "log_score": 0.0}]
+      preds[ex.qas_id] = ""
+    null_odds[ex.qas_id] = score_null
+  return preds, nbest, null_odds

@@ -1,0 +1,118 @@
+"""run_squad.py: alignment, windows, SQuAD 1.1 without is_impossible, end-to-end files."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from data_utils import tokenization
+from finetuning import squad, squad_features
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_normalisation_offsets_match_preprocess_text():
+  rng = random.Random(0)
+  alphabet = list("ab Cd  \t``''é,.0") + ["ﬁ", "Σ", "\u00a0", "İ", "ǅ"]
+  for _ in range(300):
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25)))
+    for lower in (False, True):
+      norm, origin = squad_features.normalize_with_offsets(text, lower)
+      assert norm == tokenization.preprocess_text(text, lower=lower)
+      assert len(origin) == len(norm) and all(0 <= o < max(len(text), 1) for o in origin)
+      assert origin == sorted(origin)
+
+
+def test_piece_offsets_recover_the_original_text(text_and_sp):
+  _, sp = text_and_sp
+  tok = tokenization.Tokenizer(sp, lower=True)
+  text = "Café Müller, founded in 2000, sold 1,000 ``pastries''   to the Élysée."
+  ids, starts, ends = squad_features.tokenize_with_offsets(tok, text)
+  assert ids == tok.encode(text)                              # same pieces as everywhere else
+  for k in range(len(ids)):
+    surface = tok.id_to_piece(ids[k]).replace("\u2581", "")
+    original = text[starts[k]:ends[k]].strip()
+    assert tokenization.preprocess_text(original, lower=True).replace(" ", "") == surface \
+        or surface in ("", '"'), (k, surface, original)
+  assert starts == sorted(starts)
+
+
+def _squad(path, rng, n, v2):
+  colours = "red blue green black white pink gold grey brown".split()
+  data = []
+  for k in range(n):
+    c = rng.choice(colours)
+    context = (f"The old house near the river was painted {c} last summer. "
+               f"Many people walked past it every day.")
+    qa = {"id": f"q{k}", "question": "What colour was the house painted?",
+          "answers": [{"text": c, "answer_start": context.index(f" {c} ") + 1}]}
+    if v2:
+      qa["is_impossible"] = k % 4 == 0
+      if qa["is_impossible"]:
+        qa["question"], qa["answers"] = "Who owned the boat?", []
+    data.append({"title": "t", "paragraphs": [{"context": context, "qas": [qa]}]})
+  path.write_text(json.dumps({"version": "2.0" if v2 else "1.1", "data": data}))
+  return path
+
+
+def test_windows_and_training_targets(tmp_path, text_and_sp):
+  _, sp = text_and_sp
+  tok = tokenization.Tokenizer(sp, lower=True)
+  path = _squad(tmp_path / "train.json", random.Random(1), 5, v2=False)   # 1.1: no is_impossible
+  examples, skipped = squad_features.read_squad(path, is_training=True)
+  assert skipped == 0 and len(examples) == 5
+  arrays, infos = squad_features.make_features(tok, examples, max_seq_length=24, doc_stride=6,
+                                               max_query_length=8, is_training=True)
+  assert len(infos) > len(examples)                            # long contexts give windows
+  for f, info in enumerate(infos):
+    ex = examples[info["example_index"]]
+    ids = arrays["input_ids"][f]
+    cls = arrays["cls_index"][f]
+    assert ids[cls] == 3 and arrays["p_mask"][f, cls] == 0
+    s, e = arrays["start_positions"][f], arrays["end_positions"][f]
+    if arrays["is_impossible"][f] == 0:
+      text = ex.context[info["starts"][s]:info["ends"][e]].strip()
+      assert text == ex.answer_text
+      assert arrays["p_mask"][f, s] == 0 and arrays["p_mask"][f, e] == 0
+    else:
+      assert s == e == cls
+  assert (arrays["is_impossible"] == 0).sum() >= len(examples)
+
+
+def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
+  _, sp = text_and_sp
+  rng = random.Random(2)
+  train = _squad(tmp_path / "train.json", rng, 160, v2=True)
+  dev = _squad(tmp_path / "dev.json", rng, 40, v2=True)
+  cfg = tmp_path / "c.json"
+  vocab = tokenization.Tokenizer(sp, lower=True).vocab_size
+  cfg.write_text(json.dumps({"n_layer": 2, "d_model": 32, "n_head": 4, "d_head": 8,
+                             "d_inner": 64, "n_token": vocab}))
+  args = [sys.executable, "run_squad.py", "--do_train", "--do_predict", f"--train_file={train}",
+          f"--predict_file={dev}", f"--sp_model={sp}", "--uncased", f"--model_config_path={cfg}",
+          f"--model_dir={tmp_path}/m", "--max_seq_length=48", "--max_query_length=12",
+          "--train_batch_size=16", "--learning_rate=3e-3", "--train_steps=200",
+          "--warmup_steps=20", "--save_every=200", "--steps_per_loop=20", "--dropout=0",
+          "--dropatt=0", "--lr_layer_decay_rate=1.0", "--start_n_top=3", "--end_n_top=3"]
+  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900,
+                     env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+  assert r.returncode == 0, r.stderr[-3000:]
+  out = tmp_path / "m"
+  preds = json.loads((out / "predictions.json").read_text())
+  nbest = json.loads((out / "nbest_predictions.json").read_text())
+  odds = json.loads((out / "null_odds.json").read_text())
+  assert set(preds) == set(nbest) == set(odds) == {f"q{k}" for k in range(40)}
+  assert all(abs(sum(c["probability"] for c in v) - 1) < 1e-5 for v in nbest.values())
+  result = json.loads(r.stdout.strip().splitlines()[-1])
+  assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1"} <= set(result)
+  assert result["HasAns_f1"] > 50, result                     # learned to find the colour
+  # the files round-trip through the evaluator alone
+  again = subprocess.run([sys.executable, "run_squad.py", "--do_eval_only",
+                          f"--predict_file={dev}", f"--predictions={out}/predictions.json",
+                          f"--null_odds={out}/null_odds.json"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+  assert json.loads(again.stdout) == pytest.approx(result)
