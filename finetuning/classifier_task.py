@@ -85,8 +85,10 @@ class ClassifierTask:
   # ---- model ------------------------------------------------------------------------
   def build_model(self):
     spec = self.spec
+    # AX is predicted with an MNLI model: same head, same release names.
     return XLNetClassifier(self.model_config, self.run_config,
-                           n_class=max(len(spec.labels), 1), task_name=spec.name,
+                           n_class=max(len(spec.labels), 1),
+                           task_name="mnli" if spec.name == "ax" else spec.name,
                            regression=spec.is_regression, summary_type=self.config.summary_type,
                            use_proj=self.config.use_proj)
 

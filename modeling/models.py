@@ -43,11 +43,11 @@ class _XLNetModel(keras.Model):
                         target_mapping=inputs.get("target_mapping"),
                         mems=mems, training=training)
 
-  def _summary(self, summary_type, use_proj):
+  def _summary(self, summary_type, use_proj, name="sequnece_summary"):
     c, r = self.config, self.run_config
     return SequenceSummary(summary_type, use_proj, n_head=c.n_head, d_head=c.d_head,
                            dropout=r.dropout, dropatt=r.dropatt,
-                           kernel_initializer=self.initializer)
+                           kernel_initializer=self.initializer, name=name)
 
   def tf1_variables(self):
     """{release variable name: variable} for every weight of this model."""
@@ -87,8 +87,8 @@ class XLNetPretrainModel(_XLNetModel):
     self.nsp = nsp
     self.lm_head = LMHead(self.config.n_token)
     if nsp:
-      self.nsp_summary = self._summary("last", True)
-      self.nsp_head = ClassificationHead(2, kernel_initializer=self.initializer)
+      self.nsp_summary = self._summary("last", True, name="nsp_summary")
+      self.nsp_head = ClassificationHead(2, kernel_initializer=self.initializer, name="nsp_head")
 
   def call(self, inputs, mems=None, training=False, objective="plm"):
     mapping = inputs.get("target_mapping")
@@ -132,7 +132,7 @@ class XLNetClassifier(_XLNetModel):
     self.summary_type, self.use_proj = summary_type, use_proj
     self.summary = self._summary(summary_type, use_proj)
     self.head = ClassificationHead(1 if regression else n_class,
-                                   kernel_initializer=self.initializer)
+                                   kernel_initializer=self.initializer, name="logit_head")
 
   def call(self, inputs, training=False):
     hidden = self.encode(inputs, training=training)["content_output"]
@@ -157,7 +157,7 @@ class XLNetSquadModel(_XLNetModel):
     super().__init__(config, run_config, **kwargs)
     self.start_n_top, self.end_n_top = start_n_top, end_n_top
     self.head = SquadHead(start_n_top, end_n_top, dropout=self.run_config.dropout,
-                          kernel_initializer=self.initializer)
+                          kernel_initializer=self.initializer, name="squad_head")
 
   def dummy_inputs(self, batch=2, seq_len=8):
     inputs = super().dummy_inputs(batch, seq_len)
@@ -186,7 +186,7 @@ class XLNetRaceModel(_XLNetModel):
     super().__init__(config, run_config, **kwargs)
     self.summary_type, self.use_proj = summary_type, use_proj
     self.summary = self._summary(summary_type, use_proj)
-    self.head = ClassificationHead(1, kernel_initializer=self.initializer)
+    self.head = ClassificationHead(1, kernel_initializer=self.initializer, name="choice_head")
 
   def dummy_inputs(self, batch=2, seq_len=4, n_choice=4):
     return {k: tf.stack([v] * n_choice, axis=1)
