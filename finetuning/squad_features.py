@@ -60,6 +60,8 @@ def read_squad(path, is_training):
             continue
           ex.answer_text, ex.answer_start = answer["text"], start
         examples.append(ex)
+  if not examples:
+    raise ValueError(f"{path}: no usable questions ({skipped} skipped)")
   return examples, skipped
 
 

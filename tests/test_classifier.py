@@ -65,6 +65,27 @@ def test_glue_readers_and_errors(tmp_path):
     classifier_data.get_task("glue")
 
 
+def test_sts_b_regression_and_mnli_splits(tmp_path, sst2):
+  _, sp, _ = sst2
+  header = "\t".join(["index", "genre", "filename", "year", "old_index", "source1", "source2",
+                      "sentence1", "sentence2", "score"])
+  (tmp_path / "dev.tsv").write_text(header + "\n0\tmain\tf\t2012\t1\tx\ty\tA film.\tA movie.\t4.2\n"
+                                    "1\tmain\tf\t2012\t2\tx\ty\tOne.\tTwo.\tbad\n")
+  with pytest.raises(ValueError, match=r"dev.tsv:3: score 'bad' is not a number"):
+    classifier_data.read_split(classifier_data.GLUE["sts-b"], tmp_path, "dev")
+  (tmp_path / "dev.tsv").write_text(header + "\n0\tmain\tf\t2012\t1\tx\ty\tA film.\tA movie.\t4.2\n")
+  ex = classifier_data.read_split(classifier_data.GLUE["sts-b"], tmp_path, "dev")
+  tok = tokenization.Tokenizer(sp, lower=True)
+  f = classifier_features.encode(tok, ex, 16, ())
+  assert f["label"].dtype == np.float32 and f["label"][0] == pytest.approx(4.2)
+  row = ["0"] * 8 + ["premise text", "hypothesis text", "x", "neutral"]
+  (tmp_path / "dev_mismatched.tsv").write_text("header\n" + "\t".join(row) + "\n")
+  ex = classifier_data.read_split(classifier_data.GLUE["mnli"], tmp_path, "dev_mismatched")
+  assert (ex[0].text_a, ex[0].text_b, ex[0].label) == ("premise text", "hypothesis text", "neutral")
+  with pytest.raises(FileNotFoundError, match="dev_matched.tsv: not found"):
+    classifier_data.read_split(classifier_data.GLUE["mnli"], tmp_path, "dev")
+
+
 def test_xlnet_layout_left_padding(sst2):
   _, sp, _ = sst2
   tok = tokenization.Tokenizer(sp, lower=True)
