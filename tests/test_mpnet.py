@@ -1,0 +1,61 @@
+"""MPNet encoder: exact buckets, and equality with Hugging Face's MPNetModel."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import mpnet
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def test_relative_position_bucket_exact():
+  rel = tf.constant([[-200, -128, -20, -8, -7, -1, 0, 1, 7, 8, 20, 128, 200]])
+  got = mpnet.relative_position_bucket(rel, 32, 128).numpy()[0]
+  # key before query (negative) -> buckets 0..15; key after -> 16..31; exact below 8;
+  # above, 8 + floor(log(n / 8) / log(16) * 8): n = 20 -> 8 + floor(2.64) = 10; >= 128 -> 15
+  np.testing.assert_array_equal(got, [15, 15, 10, 8, 7, 1, 0, 17, 23, 24, 26, 31, 31])
+  ref = transformers.models.mpnet.modeling_mpnet.MPNetEncoder.relative_position_bucket(
+      torch.arange(-300, 301))
+  np.testing.assert_array_equal(
+      mpnet.relative_position_bucket(tf.range(-300, 301)).numpy(), ref.numpy())
+
+
+def test_position_ids_follow_fairseq():
+  ids = tf.constant([[0, 5, 6, 2, 1, 1], [0, 7, 2, 1, 1, 1]])
+  np.testing.assert_array_equal(mpnet.position_ids_from_input_ids(ids, 1),
+                                [[2, 3, 4, 5, 1, 1], [2, 3, 4, 1, 1, 1]])
+
+
+def test_matches_hugging_face_from_safetensors(tmp_path):
+  config = transformers.MPNetConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, intermediate_size=48,
+                                    max_position_embeddings=40, hidden_dropout_prob=0.0,
+                                    attention_probs_dropout_prob=0.0)
+  torch.manual_seed(0)
+  hf = transformers.MPNetModel(config).eval()
+  with torch.no_grad():                       # non-trivial LayerNorms and relative bias
+    for name, p in hf.named_parameters():
+      p.add_(torch.randn_like(p) * 0.05)
+  hf.save_pretrained(tmp_path, safe_serialization=True)
+  ours = mpnet.MPNetEncoder(mpnet.MPNetConfig.from_json(tmp_path / "config.json"))
+  unused = mpnet.load_hf_weights(ours, str(tmp_path))
+  assert unused == ["pooler.dense.bias", "pooler.dense.weight"]
+  rng = np.random.default_rng(0)
+  ids = rng.integers(3, 60, [3, 30]).astype(np.int32)
+  ids[:, 0] = 0
+  for b, n in enumerate([30, 22, 9]):        # right padding with pad id 1, uneven
+    ids[b, n - 1] = 2
+    ids[b, n:] = 1
+  mask = (ids != 1).astype(np.int64)
+  with torch.no_grad():
+    ref = hf(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(mask)).last_hidden_state
+  got = ours(ids, input_mask=(ids == 1).astype(np.float32)).numpy()
+  real = mask.astype(bool)
+  ref = ref.numpy()
+  err = np.max(np.abs(got[real] - ref[real])) / np.max(np.abs(ref[real]))
+  assert err < 1e-5
+  compiled = tf.function(lambda x, m: ours(x, input_mask=m), jit_compile=True)
+  np.testing.assert_allclose(compiled(ids, (ids == 1).astype(np.float32)).numpy()[real], got[real],
+                             rtol=1e-4, atol=1e-5)
