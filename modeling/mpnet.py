@@ -123,10 +123,7 @@ class MPNetEncoder(keras.layers.Layer):
 
   def position_bias(self, position_ids):
     """[B, H, L, L] bias from the buckets of (key position - query position)."""
-    rel = position_ids[:, None, :] - position_ids[:, :, None]
-    buckets = relative_position_bucket(rel, self.config.relative_attention_num_buckets)
-    bias = tf.gather(tf.cast(self.relative_attention_bias, self.compute_dtype), buckets)
-    return tf.transpose(bias, [0, 3, 1, 2])
+    return self._bias(position_ids, position_ids)
 
   def call(self, input_ids, input_mask=None, position_ids=None, relative_ids=None,
            attention_mask=None, training=False):
@@ -159,21 +156,71 @@ class MPNetEncoder(keras.layers.Layer):
     if attention_mask is not None:
       extra = tf.cast(attention_mask, tf.bool)[:, None]
       blocked = extra if blocked is None else tf.logical_or(blocked, extra)
+    return self._run_layers(h, bias, blocked, training)[0]
+
+  def _run_layers(self, h, bias, blocked, training, g=None, bias_g=None, blocked_g=None):
+    """The N layers over the content stream h [B, T, D] and, optionally, a query
+    stream g [B, c, D] that attends h's keys/values with its own bias and mask."""
+    c = self.config
+    dtype = self.compute_dtype
     heads, d_head = c.num_attention_heads, c.hidden_size // c.num_attention_heads
     split = lambda x: tf.transpose(tf.reshape(x, [tf.shape(x)[0], -1, heads, d_head]), [0, 2, 1, 3])
-    for layer in self.layers_:
-      q, k, v = split(layer["q"](h)), split(layer["k"](h)), split(layer["v"](h))
-      score = tf.matmul(q, k, transpose_b=True) / tf.cast(math.sqrt(d_head), dtype) + bias
-      if blocked is not None:
-        score = tf.where(blocked, ops.large_negative(score.dtype), score)
+    merge = lambda x: tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [tf.shape(x)[0], -1, c.hidden_size])
+    scale = tf.cast(1.0 / math.sqrt(d_head), dtype)
+
+    def attend(q, k, v, b, mask):
+      score = tf.matmul(q, k, transpose_b=True) * scale + b
+      if mask is not None:
+        score = tf.where(mask, ops.large_negative(score.dtype), score)
       prob = tf.cast(tf.nn.softmax(tf.cast(score, tf.float32), axis=-1), dtype)
-      prob = self.attention_dropout(prob, training=training)
-      ctx = tf.reshape(tf.transpose(tf.matmul(prob, v), [0, 2, 1, 3]),
-                       [tf.shape(h)[0], -1, c.hidden_size])
-      h = layer["attn_norm"](self.dropout(layer["o"](ctx), training=training) + h)
-      inner = _gelu(layer["inter"](h), c.hidden_act)
-      h = layer["out_norm"](self.dropout(layer["out"](inner), training=training) + h)
-    return h
+      return merge(tf.matmul(self.attention_dropout(prob, training=training), v))
+
+    def finish(layer, x, ctx):
+      x = layer["attn_norm"](self.dropout(layer["o"](ctx), training=training) + x)
+      inner = _gelu(layer["inter"](x), c.hidden_act)
+      return layer["out_norm"](self.dropout(layer["out"](inner), training=training) + x)
+
+    for layer in self.layers_:
+      k, v = split(layer["k"](h)), split(layer["v"](h))
+      new_h = finish(layer, h, attend(split(layer["q"](h)), k, v, bias, blocked))
+      if g is not None:
+        g = finish(layer, g, attend(split(layer["q"](g)), k, v, bias_g, blocked_g))
+      h = new_h
+    return h, g
+
+  def two_stream(self, content_ids, content_pos, query_ids, query_pos, content_mask,
+                 query_mask, training=False):
+    """MPNet's pretraining forward (see modeling/mpnet_masks.py).
+
+    Args:
+      content_ids, content_pos: int [B, T] tokens and positions of the content
+        stream (permuted tokens, then the mask copies in "mpnet" mode).
+      query_ids, query_pos: int [B, c] the query stream (mask copies).
+      content_mask [B or 1, T, T], query_mask [B or 1, c, T]: True = blocked.
+    Returns:
+      (content [B, T, D], query [B, c, D]). The relative bias uses the
+      positions, not the indices.
+    """
+    if not self.built:
+      self(tf.zeros([1, 2], tf.int32))
+    dtype = self.compute_dtype
+    embed = lambda ids, pos: self.dropout(self.embedding_norm(
+        tf.gather(tf.cast(self.word_embeddings, dtype), ids) +
+        tf.gather(tf.cast(self.position_embeddings, dtype), pos)), training=training)
+    # absolute position ids are offset by pad_id + 1, as fairseq's
+    offset = self.config.pad_token_id + 1
+    h = embed(content_ids, content_pos + offset)
+    g = embed(query_ids, query_pos + offset)
+    bias = self._bias(content_pos, content_pos)
+    bias_g = self._bias(query_pos, content_pos)
+    return self._run_layers(h, bias, tf.cast(content_mask, tf.bool)[:, None], training, g, bias_g,
+                        tf.cast(query_mask, tf.bool)[:, None])
+
+  def _bias(self, query_pos, key_pos):
+    rel = key_pos[:, None, :] - query_pos[:, :, None]
+    buckets = relative_position_bucket(rel, self.config.relative_attention_num_buckets)
+    bias = tf.gather(tf.cast(self.relative_attention_bias, self.compute_dtype), buckets)
+    return tf.transpose(bias, [0, 3, 1, 2])
 
   def get_config(self):
     config = super().get_config()

@@ -59,3 +59,40 @@ def test_matches_hugging_face_from_safetensors(tmp_path):
   compiled = tf.function(lambda x, m: ours(x, input_mask=m), jit_compile=True)
   np.testing.assert_allclose(compiled(ids, (ids == 1).astype(np.float32)).numpy()[real], got[real],
                              rtol=1e-4, atol=1e-5)
+
+
+def _two_stream_inputs(rng, n=8, c=3, batch=2):
+  from modeling.mpnet_masks import mpnet_masks, position_ids
+  perm = np.stack([rng.permutation(n) for _ in range(batch)])
+  tokens = rng.integers(5, 60, [batch, n])
+  x_perm = np.take_along_axis(tokens, perm, 1)
+  content_pos = np.stack([position_ids(p, c)[0] for p in perm])
+  query_pos = perm[:, n - c:]
+  mask_ids = np.full([batch, c], 4)
+  content_mask, query_mask = mpnet_masks(n, c, "mpnet")
+  return (np.concatenate([x_perm, mask_ids], 1), content_pos, mask_ids, query_pos,
+          content_mask[None], query_mask[None])
+
+
+def test_two_stream_sees_only_what_the_masks_allow():
+  config = mpnet.MPNetConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
+                             num_attention_heads=2, intermediate_size=32,
+                             max_position_embeddings=20, hidden_dropout_prob=0.0,
+                             attention_probs_dropout_prob=0.0)
+  enc = mpnet.MPNetEncoder(config)
+  rng = np.random.default_rng(0)
+  ids, cpos, qids, qpos, cmask, qmask = _two_stream_inputs(rng)
+  h, g = enc.two_stream(ids, cpos, qids, qpos, cmask, qmask)
+  changed = ids.copy()
+  changed[:, 6] = (changed[:, 6] + 7) % 55 + 5      # predicted content P1 (n - c = 5)
+  h2, g2 = enc.two_stream(changed, cpos, qids, qpos, cmask, qmask)
+  g, g2, h, h2 = g.numpy(), g2.numpy(), h.numpy(), h2.numpy()
+  np.testing.assert_allclose(g2[:, :2], g[:, :2], atol=1e-6)   # queries 0, 1 cannot see P1
+  assert np.abs(g2[:, 2] - g[:, 2]).max() > 1e-4               # query 2 does
+  np.testing.assert_allclose(h2[:, :5], h[:, :5], atol=1e-6)   # non-predicted rows cannot
+  np.testing.assert_allclose(h2[:, 8:], h[:, 8:], atol=1e-6)   # nor the mask copies
+  # with nothing blocked and no query stream it is the plain encoder on those positions
+  full, _ = enc.two_stream(ids[:, :8], cpos[:, :8], qids, qpos, np.zeros([1, 8, 8], bool),
+                           np.zeros([1, 3, 8], bool))
+  plain = enc(ids[:, :8], position_ids=cpos[:, :8] + 2, relative_ids=cpos[:, :8])
+  np.testing.assert_allclose(full.numpy(), plain.numpy(), atol=1e-5)
