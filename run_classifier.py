@@ -22,15 +22,17 @@ from absl import flags
 from absl import logging
 import keras
 
+from finetuning import runner
 from finetuning import classifier_data
 from finetuning.classifier_task import ClassifierConfig, ClassifierTask
-from modeling import checkpoint
 from modeling import flags as model_flags
 from training import distribution
-from training.trainer import Trainer
+from training import flags as training_flags
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
+training_flags.define_training_flags(learning_rate=2e-5, train_steps=1000, save_every=500)
+flags.adopt_module_key_flags(training_flags)
 flags.DEFINE_string("task_name", None, f"One of {', '.join(sorted(classifier_data.TASKS))}.")
 flags.DEFINE_string("data_dir", None, "Directory with the task's files in the official layout.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model (spiece.model of the checkpoint).")
@@ -45,23 +47,8 @@ flags.DEFINE_string("eval_split", "dev", "Split to evaluate (dev, dev_mismatched
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per example (left padded).")
 flags.DEFINE_integer("train_batch_size", 32, "Global training batch.")
 flags.DEFINE_integer("eval_batch_size", 64, "Evaluation batch.")
-flags.DEFINE_float("learning_rate", 2e-5, "Peak learning rate.")
-flags.DEFINE_integer("train_steps", 1000, "Optimizer steps.")
-flags.DEFINE_integer("warmup_steps", 0, "Linear warmup steps.")
-flags.DEFINE_enum("decay_method", "linear", ["linear", "cosine"], "Decay after the warmup.")
-flags.DEFINE_float("min_lr_ratio", 0.0, "Final learning rate as a fraction of the peak.")
-flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay.")
-flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
-flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
-flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer-wise learning-rate decay.")
-flags.DEFINE_integer("save_every", 500, "Checkpoint and evaluate every N steps.")
-flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call.")
 flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"], "Pooling.")
 flags.DEFINE_bool("use_summ_proj", True, "tanh projection after pooling.")
-flags.DEFINE_string("tpu", None, "TPU name (implies the TPU strategy).")
-flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
-                  "tf.distribute strategy.")
-flags.DEFINE_integer("seed", 0, "Seed of weights, shuffling and dropout.")
 FLAGS = flags.FLAGS
 
 
@@ -83,27 +70,13 @@ def main(argv):
         cache_dir=FLAGS.cache_dir or os.path.join(model_dir, "features"), uncased=FLAGS.uncased,
         max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
-        learning_rate=FLAGS.learning_rate, train_steps=FLAGS.train_steps,
-        warmup_steps=FLAGS.warmup_steps, decay_method=FLAGS.decay_method,
-        min_lr_ratio=FLAGS.min_lr_ratio, weight_decay=FLAGS.weight_decay,
-        adam_epsilon=FLAGS.adam_epsilon, clip=FLAGS.clip,
-        lr_layer_decay_rate=FLAGS.lr_layer_decay_rate, summary_type=FLAGS.summary_type,
-        use_proj=FLAGS.use_summ_proj, seed=FLAGS.seed)
+        summary_type=FLAGS.summary_type,
+        use_proj=FLAGS.use_summ_proj, seed=FLAGS.seed,
+        **training_flags.optimizer_kwargs())
     task = ClassifierTask(config, model_flags.model_config_from_flags(),
                           model_flags.run_config_from_flags(), FLAGS.init_checkpoint)
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
-    trainer = Trainer(task, strategy, model_dir, FLAGS.train_steps, FLAGS.steps_per_loop,
-                      FLAGS.save_every, jit_compile=True)
-    if FLAGS.do_train:
-      trainer.train()
-      model = trainer.model
-      best = os.path.join(model_dir, "best", "ckpt")
-      if os.path.exists(best + ".index"):
-        checkpoint.load_native_checkpoint(model, best)
-    else:
-      with strategy.scope():
-        model = task.build_model().ensure_built()
-      task.initialize(model, print)
+    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
     if FLAGS.do_eval:
       results = task.evaluate(model, FLAGS.eval_split)
       print(json.dumps({"task": task.spec.name, "split": FLAGS.eval_split, **results}))

@@ -22,11 +22,14 @@ import keras
 
 from modeling import flags as model_flags
 from training import distribution
+from training import flags as training_flags
 from training.pretrain_task import OBJECTIVES, PretrainConfig, PretrainTask
 from training.trainer import Trainer
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
+training_flags.define_training_flags(learning_rate=1e-4, train_steps=1000)
+flags.adopt_module_key_flags(training_flags)
 flags.DEFINE_string("record_dir", None, "Directory of the records (create_pretrain_data.py "
                     "--output_dir).")
 flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and the export go here; "
@@ -39,25 +42,8 @@ flags.DEFINE_integer("seq_len", 512, "Must match the records.")
 flags.DEFINE_integer("num_predict", 85, "Must match the records.")
 flags.DEFINE_integer("bsz_per_host", 32, "Batch per host; must match the records.")
 flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host; must match the records.")
-flags.DEFINE_integer("train_steps", 1000, "Total optimizer steps.")
-flags.DEFINE_integer("warmup_steps", 0, "Linear warmup steps.")
-flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
-flags.DEFINE_enum("decay_method", "linear", ["linear", "cosine"], "Decay after the warmup.")
-flags.DEFINE_float("min_lr_ratio", 0.0, "Final learning rate as a fraction of the peak.")
-flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay (LayerNorm and biases excluded).")
-flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
-flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
-flags.DEFINE_float("lr_layer_decay_rate", 1.0, "Layer l of N learns at rate^(N-1-l) of the "
-                   "learning rate (embeddings rate^N).")
-flags.DEFINE_integer("grad_accumulation_steps", 1, "Optimizer update every N steps.")
-flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call (one tf.function).")
-flags.DEFINE_integer("save_every", 1000, "Checkpoint every N steps (and at the end).")
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept.")
-flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (implies the TPU strategy).")
-flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
-                  "tf.distribute strategy.")
 flags.DEFINE_integer("num_hosts", 1, "Hosts (for the tokens/s figure).")
-flags.DEFINE_integer("seed", 0, "Seed of weights and of the mlm corruption.")
 flags.DEFINE_bool("jit_compile", True, "XLA-compile the train step.")
 FLAGS = flags.FLAGS
 
@@ -81,12 +67,7 @@ def main(argv):
         num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host,
         num_core_per_host=FLAGS.num_core_per_host, bi_data=FLAGS.bi_data,
         objective=FLAGS.objective, nsp_weight=FLAGS.nsp_weight,
-        learning_rate=FLAGS.learning_rate, warmup_steps=FLAGS.warmup_steps,
-        train_steps=FLAGS.train_steps, decay_method=FLAGS.decay_method,
-        min_lr_ratio=FLAGS.min_lr_ratio, weight_decay=FLAGS.weight_decay,
-        adam_epsilon=FLAGS.adam_epsilon, clip=FLAGS.clip,
-        lr_layer_decay_rate=FLAGS.lr_layer_decay_rate,
-        grad_accumulation_steps=FLAGS.grad_accumulation_steps, seed=FLAGS.seed,
+        seed=FLAGS.seed, **training_flags.optimizer_kwargs(),
         num_hosts=FLAGS.num_hosts)
     task = PretrainTask(config, model_config, run_config, FLAGS.init_checkpoint)
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)

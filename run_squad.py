@@ -15,7 +15,6 @@ file alone is scored with:
 """
 
 import json
-import os
 import sys
 
 from absl import app
@@ -24,15 +23,17 @@ from absl import logging
 import keras
 
 from data_utils.tokenization import Tokenizer
+from finetuning import runner
 from finetuning import squad_metrics
 from finetuning.squad import SquadConfig, SquadTask
-from modeling import checkpoint
 from modeling import flags as model_flags
 from training import distribution
-from training.trainer import Trainer
+from training import flags as training_flags
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
+training_flags.define_training_flags(learning_rate=3e-5, train_steps=8000, warmup_steps=1000, lr_layer_decay_rate=0.75)
+flags.adopt_module_key_flags(training_flags)
 flags.DEFINE_string("model_dir", None, "Checkpoints, logs and prediction files.")
 flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
 flags.DEFINE_bool("do_train", False, "Fine-tune on --train_file.")
@@ -54,19 +55,6 @@ flags.DEFINE_integer("end_n_top", 5, "Beam over ends per start.")
 flags.DEFINE_integer("n_best_size", 5, "Answers kept in nbest_predictions.json.")
 flags.DEFINE_integer("train_batch_size", 48, "Global training batch.")
 flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch.")
-flags.DEFINE_float("learning_rate", 3e-5, "Peak learning rate.")
-flags.DEFINE_integer("train_steps", 8000, "Optimizer steps.")
-flags.DEFINE_integer("warmup_steps", 1000, "Linear warmup steps.")
-flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay.")
-flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
-flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
-flags.DEFINE_float("lr_layer_decay_rate", 0.75, "Layer-wise learning-rate decay.")
-flags.DEFINE_integer("save_every", 1000, "Checkpoint (and evaluate) every N steps.")
-flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call.")
-flags.DEFINE_string("tpu", None, "TPU name (implies the TPU strategy).")
-flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
-                  "tf.distribute strategy.")
-flags.DEFINE_integer("seed", 0, "Seed of weights, shuffling and dropout.")
 FLAGS = flags.FLAGS
 
 
@@ -102,25 +90,14 @@ def main(argv):
         max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
         start_n_top=FLAGS.start_n_top, end_n_top=FLAGS.end_n_top, n_best_size=FLAGS.n_best_size,
         train_batch_size=FLAGS.train_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-        learning_rate=FLAGS.learning_rate, train_steps=FLAGS.train_steps,
-        warmup_steps=FLAGS.warmup_steps, weight_decay=FLAGS.weight_decay,
-        adam_epsilon=FLAGS.adam_epsilon, clip=FLAGS.clip,
-        lr_layer_decay_rate=FLAGS.lr_layer_decay_rate, seed=FLAGS.seed)
+        seed=FLAGS.seed, **training_flags.optimizer_kwargs())
     task = SquadTask(config, model_flags.model_config_from_flags(),
                      model_flags.run_config_from_flags(), Tokenizer(FLAGS.sp_model, FLAGS.uncased),
                      FLAGS.init_checkpoint)
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None
     strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
-    if FLAGS.do_train:
-      trainer = Trainer(task, strategy, model_dir, FLAGS.train_steps, FLAGS.steps_per_loop,
-                        FLAGS.save_every)
-      trainer.train()
-      model = trainer.model
-    else:
-      with strategy.scope():
-        model = task.build_model().ensure_built()
-      task.initialize(model, print)
+    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
     if FLAGS.do_predict:
       result = task.predict(model, FLAGS.predict_file, model_dir)
       print(f"wrote predictions.json, nbest_predictions.json, null_odds.json to {model_dir}")

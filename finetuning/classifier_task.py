@@ -7,9 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from finetuning import classifier_data, classifier_features, metrics
-from modeling import checkpoint
 from modeling.models import XLNetClassifier
-from training import optimization
+from training.task import Task
 
 
 @dataclasses.dataclass
@@ -38,10 +37,8 @@ class ClassifierConfig:
   seed: int = 0
 
 
-class ClassifierTask:
+class ClassifierTask(Task):
   """See training/trainer.py for the interface."""
-
-  state_dtype = tf.float32
 
   def __init__(self, config, model_config, run_config, init_checkpoint=None, spec=None):
     from data_utils.tokenization import Tokenizer
@@ -92,23 +89,6 @@ class ClassifierTask:
                            regression=spec.is_regression, summary_type=self.config.summary_type,
                            use_proj=self.config.use_proj)
 
-  def build_optimizer(self, model):
-    c = self.config
-    return optimization.build_optimizer(
-        model, c.learning_rate, c.train_steps, c.warmup_steps, c.decay_method, c.min_lr_ratio,
-        c.weight_decay, c.adam_epsilon, c.clip, c.lr_layer_decay_rate, c.grad_accumulation_steps)
-
-  def initialize(self, model, log):
-    if self.init_checkpoint:
-      log(f"init from {self.init_checkpoint}: "
-          f"{checkpoint.load_checkpoint(model, self.init_checkpoint)}")
-
-  def state_shape(self):
-    return [1]
-
-  def initial_state(self):
-    return tf.zeros([1], self.state_dtype)
-
   def loss(self, model, batch, state, step, training=True):
     logits = model(batch, training=training)
     if self.spec.is_regression:
@@ -116,8 +96,7 @@ class ClassifierTask:
     else:
       loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
           labels=batch["label"], logits=tf.cast(logits, tf.float32)))
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    return loss / replicas, {}, state
+    return loss / self.replicas(), {}, state
 
   # ---- evaluation and prediction ----------------------------------------------------
   def predict(self, model, split):
@@ -149,6 +128,3 @@ class ClassifierTask:
         f.write(f"{ex.guid}\t{value}\n")
     os.replace(path + ".tmp", path)
     return path
-
-  def on_end(self, model, model_dir, log):
-    pass

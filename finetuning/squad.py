@@ -17,9 +17,8 @@ import numpy as np
 import tensorflow as tf
 
 from finetuning import squad_features, squad_metrics
-from modeling import checkpoint
 from modeling.models import XLNetSquadModel
-from training import optimization
+from training.task import Task
 
 
 @dataclasses.dataclass
@@ -39,6 +38,9 @@ class SquadConfig:
   learning_rate: float = 3e-5
   train_steps: int = 8000
   warmup_steps: int = 1000
+  decay_method: str = "linear"
+  min_lr_ratio: float = 0.0
+  grad_accumulation_steps: int = 1
   weight_decay: float = 0.0
   adam_epsilon: float = 1e-6
   clip: float = 1.0
@@ -46,14 +48,14 @@ class SquadConfig:
   seed: int = 0
 
 
-class SquadTask:
+class SquadTask(Task):
   """See training/trainer.py for the interface."""
 
-  state_dtype = tf.float32
   main_metric = "f1"
 
   def __init__(self, flags_config, model_config, run_config, tokenizer, init_checkpoint=None):
     self.c, self.model_config, self.run_config = flags_config, model_config, run_config
+    self.config = flags_config
     self.tokenizer, self.init_checkpoint = tokenizer, init_checkpoint
     self.seed = flags_config.seed
     self.tokens_per_step = flags_config.train_batch_size * flags_config.max_seq_length
@@ -88,23 +90,6 @@ class SquadTask:
     return XLNetSquadModel(self.model_config, self.run_config, start_n_top=self.c.start_n_top,
                            end_n_top=self.c.end_n_top)
 
-  def build_optimizer(self, model):
-    c = self.c
-    return optimization.build_optimizer(
-        model, c.learning_rate, c.train_steps, c.warmup_steps, "linear", 0.0, c.weight_decay,
-        c.adam_epsilon, c.clip, c.lr_layer_decay_rate)
-
-  def initialize(self, model, log):
-    if self.init_checkpoint:
-      log(f"init from {self.init_checkpoint}: "
-          f"{checkpoint.load_checkpoint(model, self.init_checkpoint)}")
-
-  def state_shape(self):
-    return [1]
-
-  def initial_state(self):
-    return tf.zeros([1], self.state_dtype)
-
   def loss(self, model, batch, state, step, training=True):
     out = model(batch, training=training)
     seq_len = tf.shape(out["start_log_probs"])[1]
@@ -115,8 +100,7 @@ class SquadTask:
     cls = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
         labels=batch["is_impossible"], logits=tf.cast(out["cls_logits"], tf.float32)))
     loss = loss + 0.5 * cls
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    return loss / replicas, {"cls_loss": cls}, state
+    return loss / self.replicas(), {"cls_loss": cls}, state
 
   # ---- prediction ---------------------------------------------------------------------
   def predict(self, model, path, output_dir):
@@ -150,9 +134,6 @@ class SquadTask:
 
   def evaluate(self, model):
     return self.predict(model, self.c.predict_file, os.path.join(self.c.model_dir, "eval"))
-
-  def on_end(self, model, model_dir, log):
-    pass
 
 
 def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_length,

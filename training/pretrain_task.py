@@ -18,7 +18,7 @@ from data_utils import pipeline
 from data_utils.tokenization import MASK_ID
 from modeling import checkpoint, losses
 from modeling.models import XLNetPretrainModel
-from training import optimization
+from training.task import Task
 
 OBJECTIVES = ("plm", "mlm", "mpnet")
 
@@ -48,10 +48,8 @@ class PretrainConfig:
   num_hosts: int = 1
 
 
-class PretrainTask:
+class PretrainTask(Task):
   """See training/trainer.py for the interface."""
-
-  state_dtype = tf.float32
 
   def __init__(self, config, model_config, run_config, init_checkpoint=None):
     if config.objective not in OBJECTIVES:
@@ -75,17 +73,6 @@ class PretrainTask:
   def build_model(self):
     return XLNetPretrainModel(self.model_config, self.run_config, nsp=self.config.nsp_weight > 0)
 
-  def build_optimizer(self, model):
-    c = self.config
-    return optimization.build_optimizer(
-        model, c.learning_rate, c.train_steps, c.warmup_steps, c.decay_method, c.min_lr_ratio,
-        c.weight_decay, c.adam_epsilon, c.clip, c.lr_layer_decay_rate, c.grad_accumulation_steps)
-
-  def initialize(self, model, log):
-    if self.init_checkpoint:
-      log(f"init from {self.init_checkpoint}: "
-          f"{checkpoint.load_checkpoint(model, self.init_checkpoint)}")
-
   # ---- data and state ----------------------------------------------------------------
   def dataset(self, input_context, skip_batches=0):
     c = self.config
@@ -102,9 +89,6 @@ class PretrainTask:
     if not mem:
       return [1]
     return [self.model_config.n_layer, self.per_replica, mem, self.model_config.d_model]
-
-  def initial_state(self):
-    return tf.zeros(self.state_shape(), self.state_dtype)
 
   # ---- the objective -------------------------------------------------------------------
   def _corrupt(self, batch, step):
@@ -137,8 +121,7 @@ class PretrainTask:
       metrics["nsp_loss"] = nsp
       total = total + c.nsp_weight * nsp
     new_state = out["new_mems"] if self.run_config.mem_len else state
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    return total / replicas, metrics, tf.cast(new_state, self.state_dtype)
+    return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def on_end(self, model, model_dir, log):
     export = os.path.join(model_dir, "export")

@@ -1,0 +1,34 @@
+"""absl flags every training script shares (optimizer, schedule, loop, strategy)."""
+
+from absl import flags
+
+from training import distribution
+
+
+def define_training_flags(learning_rate=2e-5, train_steps=1000, warmup_steps=0, save_every=1000,
+                          lr_layer_decay_rate=1.0):
+  """Defines the flags; the defaults differ per script (the release's recipes)."""
+  flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
+  flags.DEFINE_integer("train_steps", train_steps, "Optimizer steps.")
+  flags.DEFINE_integer("warmup_steps", warmup_steps, "Linear warmup steps.")
+  flags.DEFINE_enum("decay_method", "linear", ["linear", "cosine"], "Decay after the warmup.")
+  flags.DEFINE_float("min_lr_ratio", 0.0, "Final learning rate as a fraction of the peak.")
+  flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay (LayerNorm and biases "
+                     "excluded).")
+  flags.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
+  flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
+  flags.DEFINE_float("lr_layer_decay_rate", lr_layer_decay_rate, "Layer l of N learns at "
+                     "rate^(N-1-l) of the learning rate (embeddings rate^N).")
+  flags.DEFINE_integer("grad_accumulation_steps", 1, "Optimizer update every N steps.")
+  flags.DEFINE_integer("save_every", save_every, "Checkpoint (and evaluate) every N steps.")
+  flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call (one tf.function).")
+  flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (implies the TPU strategy).")
+  flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
+                    "tf.distribute strategy.")
+  flags.DEFINE_integer("seed", 0, "Seed of weights, data order and dropout.")
+
+
+def optimizer_kwargs(flag_values=flags.FLAGS):
+  """The OPTIMIZER_FIELDS of training/task.py from the flags."""
+  from training.task import OPTIMIZER_FIELDS
+  return {k: getattr(flag_values, k) for k in OPTIMIZER_FIELDS}
