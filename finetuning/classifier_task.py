@@ -8,11 +8,11 @@ import tensorflow as tf
 
 from finetuning import classifier_data, classifier_features, metrics
 from modeling.models import XLNetClassifier
-from training.task import Task
+from training.task import OptimizerConfig, Task
 
 
-@dataclasses.dataclass
-class ClassifierConfig:
+@dataclasses.dataclass(kw_only=True)
+class ClassifierConfig(OptimizerConfig):
   task_name: str
   data_dir: str
   sp_model: str
@@ -23,18 +23,8 @@ class ClassifierConfig:
   eval_batch_size: int = 64
   eval_split: str = "dev"
   learning_rate: float = 2e-5
-  train_steps: int = 1000
-  warmup_steps: int = 0
-  decay_method: str = "linear"
-  min_lr_ratio: float = 0.0
-  weight_decay: float = 0.0
-  adam_epsilon: float = 1e-6
-  clip: float = 1.0
-  lr_layer_decay_rate: float = 1.0
-  grad_accumulation_steps: int = 1
   summary_type: str = "last"
   use_proj: bool = True
-  seed: int = 0
 
 
 class ClassifierTask(Task):

@@ -18,11 +18,11 @@ import tensorflow as tf
 
 from finetuning import squad_features, squad_metrics
 from modeling.models import XLNetSquadModel
-from training.task import Task
+from training.task import OptimizerConfig, Task
 
 
-@dataclasses.dataclass
-class SquadConfig:
+@dataclasses.dataclass(kw_only=True)
+class SquadConfig(OptimizerConfig):
   model_dir: str
   train_file: str = None
   predict_file: str = None
@@ -38,14 +38,7 @@ class SquadConfig:
   learning_rate: float = 3e-5
   train_steps: int = 8000
   warmup_steps: int = 1000
-  decay_method: str = "linear"
-  min_lr_ratio: float = 0.0
-  grad_accumulation_steps: int = 1
-  weight_decay: float = 0.0
-  adam_epsilon: float = 1e-6
-  clip: float = 1.0
   lr_layer_decay_rate: float = 0.75
-  seed: int = 0
 
 
 class SquadTask(Task):

@@ -18,13 +18,13 @@ from data_utils import pipeline
 from data_utils.tokenization import MASK_ID
 from modeling import checkpoint, losses
 from modeling.models import XLNetPretrainModel
-from training.task import Task
+from training.task import OptimizerConfig, Task
 
 OBJECTIVES = ("plm", "mlm", "mpnet")
 
 
-@dataclasses.dataclass
-class PretrainConfig:
+@dataclasses.dataclass(kw_only=True)
+class PretrainConfig(OptimizerConfig):
   record_dir: str
   seq_len: int = 512
   reuse_len: int = 256
@@ -34,17 +34,6 @@ class PretrainConfig:
   bi_data: bool = True
   objective: str = "plm"
   nsp_weight: float = 0.0
-  learning_rate: float = 1e-4
-  warmup_steps: int = 0
-  train_steps: int = 1000
-  decay_method: str = "linear"
-  min_lr_ratio: float = 0.0
-  weight_decay: float = 0.0
-  adam_epsilon: float = 1e-6
-  clip: float = 1.0
-  lr_layer_decay_rate: float = 1.0
-  grad_accumulation_steps: int = 1
-  seed: int = 0
   num_hosts: int = 1
 
 

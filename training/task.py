@@ -1,13 +1,31 @@
 """What every trainer task shares (see training/trainer.py for the interface)."""
 
+import dataclasses
+
 import tensorflow as tf
 
 from modeling import checkpoint
 from training import optimization
 
-OPTIMIZER_FIELDS = ("learning_rate", "train_steps", "warmup_steps", "decay_method",
-                    "min_lr_ratio", "weight_decay", "adam_epsilon", "clip",
-                    "lr_layer_decay_rate", "grad_accumulation_steps")
+
+
+@dataclasses.dataclass(kw_only=True)
+class OptimizerConfig:
+  """The optimizer/schedule settings every task config carries (training/flags.py)."""
+  learning_rate: float = 1e-4
+  train_steps: int = 1000
+  warmup_steps: int = 0
+  decay_method: str = "linear"
+  min_lr_ratio: float = 0.0
+  weight_decay: float = 0.0
+  adam_epsilon: float = 1e-6
+  clip: float = 1.0
+  lr_layer_decay_rate: float = 1.0
+  grad_accumulation_steps: int = 1
+  seed: int = 0
+
+
+OPTIMIZER_FIELDS = tuple(f.name for f in dataclasses.fields(OptimizerConfig) if f.name != "seed")
 
 
 class Task:
@@ -21,7 +39,7 @@ class Task:
   init_checkpoint = None
 
   def build_optimizer(self, model):
-    kwargs = {k: getattr(self.config, k) for k in OPTIMIZER_FIELDS if hasattr(self.config, k)}
+    kwargs = {k: getattr(self.config, k) for k in OPTIMIZER_FIELDS}
     return optimization.build_optimizer(model, **kwargs)
 
   def initialize(self, model, log):
