@@ -1,0 +1,99 @@
+"""MPNet pretraining from the shared records: batch construction, LM head, model.
+
+The records' targets are MPNet's predicted set (c tokens) and their stored
+factorization ranks the order of the predictions; the non-predicted tokens come
+first in position order (they all see each other, so their order is irrelevant).
+The c predicted tokens are copied as mask tokens with BERT's 80/10/10 (seeded,
+stateless). Modes: see modeling/mpnet_masks.py; permute=False keeps the
+predictions in position order ("- permutation" of the ablation).
+All shapes static; everything compiles with XLA.
+"""
+
+import keras
+import tensorflow as tf
+
+from modeling import mpnet, mpnet_masks
+
+MASK_ID = 6
+
+
+def build_inputs(input_ids, is_masked, rank, num_predict, seed, mode="mpnet", permute=True,
+                 mask_id=MASK_ID, vocab_size=None):
+  """Records -> MPNet two-stream inputs.
+
+  Args:
+    input_ids: int [B, L]; is_masked: bool [B, L] with exactly num_predict per row;
+    rank: int [B, L] factorization rank (only the order among targets matters).
+    seed: int [2] stateless seed for the 80/10/10 draw.
+  Returns dict: content_ids/content_pos [B, T], query_ids/query_pos [B, c],
+    targets [B, c], and the static masks.
+  """
+  length = input_ids.shape[1]
+  c = num_predict
+  pos = tf.range(length)[None, :]
+  order = tf.cast(rank, tf.int32) if permute else tf.broadcast_to(pos, tf.shape(input_ids))
+  key = tf.where(is_masked, length + order * length + pos, pos)    # targets last, by order
+  perm = tf.argsort(key, axis=1, stable=True)
+  x_perm = tf.gather(input_ids, perm, batch_dims=1)
+  tail = perm[:, length - c:]
+  targets = tf.gather(input_ids, tail, batch_dims=1)
+  u = tf.random.stateless_uniform(tf.shape(targets), seed)
+  random_ids = tf.random.stateless_uniform(tf.shape(targets), seed + 1, 9, vocab_size or 30000,
+                                           tf.int32)
+  copies = tf.where(u < 0.8, mask_id, tf.where(u < 0.9, random_ids, targets))
+  content_mask, query_mask = mpnet_masks.mpnet_masks(length, c, mode)
+  if mode == "mpnet":
+    content_ids = tf.concat([x_perm, copies], axis=1)
+    content_pos = tf.concat([perm, tail], axis=1)
+  elif mode == "plm":
+    content_ids, content_pos = x_perm, perm
+  else:                                   # mlm: the copies replace the predicted tokens
+    content_ids = tf.concat([x_perm[:, :length - c], copies], axis=1)
+    content_pos = perm
+  return {"content_ids": content_ids, "content_pos": content_pos, "query_ids": copies,
+          "query_pos": tail, "targets": targets,
+          "content_mask": tf.constant(content_mask[None]),
+          "query_mask": None if query_mask is None else tf.constant(query_mask[None])}
+
+
+class MPNetLMHead(keras.layers.Layer):
+  """dense -> GELU -> LayerNorm -> tied decoder + bias (HF's MPNetLMHead)."""
+
+  def __init__(self, config, **kwargs):
+    kwargs.setdefault("name", "lm_head")
+    super().__init__(**kwargs)
+    self.config = config
+    self.dense = keras.layers.Dense(config.hidden_size, name="dense")
+    self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="layer_norm")
+
+  def build(self, input_shape=None):
+    self.dense.build((None, self.config.hidden_size))
+    self.norm.build((None, self.config.hidden_size))
+    self.bias = self.add_weight(name="bias", shape=(self.config.vocab_size,), initializer="zeros")
+
+  def call(self, x, embeddings):
+    x = self.norm(tf.nn.gelu(self.dense(x), approximate=False))
+    return tf.einsum("bcD,vD->bcv", x, tf.cast(embeddings, x.dtype)) + tf.cast(self.bias, x.dtype)
+
+
+class MPNetPretrainModel(keras.Model):
+  """Encoder + LM head; call(inputs from build_inputs) -> logits [B, c, V]."""
+
+  def __init__(self, config, mode="mpnet", **kwargs):
+    super().__init__(**kwargs)
+    self.config, self.mode = config, mode
+    self.encoder = mpnet.MPNetEncoder(config)
+    self.lm_head = MPNetLMHead(config)
+
+  def call(self, inputs, training=False):
+    c = inputs["query_ids"].shape[1]
+    if self.mode == "mlm":
+      offset = self.config.pad_token_id + 1
+      hidden = self.encoder(inputs["content_ids"], position_ids=inputs["content_pos"] + offset,
+                            relative_ids=inputs["content_pos"], training=training)[:, -c:]
+    else:
+      _, hidden = self.encoder.two_stream(
+          inputs["content_ids"], inputs["content_pos"], inputs["query_ids"], inputs["query_pos"],
+          inputs["content_mask"], inputs["query_mask"], training=training)
+    return self.lm_head(hidden, self.encoder.word_embeddings)
+
