@@ -1,7 +1,9 @@
 """Pretrain XLNet from the records of data_utils/create_pretrain_data.py.
 
 Objectives: plm (XLNet's permutation LM), mlm (denoising with <mask>, the
-"DAE + Transformer-XL" ablation row); mpnet arrives with issue #6. One CPU, one or
+"DAE + Transformer-XL" ablation row), mpnet (MPNet, with --model_config_path a
+Hugging Face style MPNet config.json; --mpnet_mode / --mpnet_permute switch the
+paper's ablations). One CPU, one or
 many GPUs (--distribution_strategy), several hosts, or a TPU (--tpu=NAME).
 
   python run_pretrain.py --record_dir=records --model_config_path=xlnet_config.json \\
@@ -21,6 +23,7 @@ from absl import logging
 import keras
 
 from modeling import flags as model_flags
+from modeling import mpnet
 from training import distribution
 from training import flags as training_flags
 from training.pretrain_task import OBJECTIVES, PretrainConfig, PretrainTask
@@ -36,6 +39,10 @@ flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and the ex
                     "a rerun resumes from its latest checkpoint.")
 flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
 flags.DEFINE_enum("objective", "plm", list(OBJECTIVES), "Pretraining objective.")
+flags.DEFINE_enum("mpnet_mode", "mpnet", ["mpnet", "plm", "mlm"], "With --objective=mpnet: "
+                  "mpnet, plm (- position compensation) or mlm (- both).")
+flags.DEFINE_bool("mpnet_permute", True, "With --objective=mpnet: False keeps the predictions in "
+                  "position order (- permutation).")
 flags.DEFINE_float("nsp_weight", 0.0, "Weight of a next-sentence loss on the stored A/B label "
                    "(0 = off, as XLNet).")
 flags.DEFINE_integer("seq_len", 512, "Must match the records.")
@@ -60,13 +67,17 @@ def main(argv):
   if FLAGS.use_bfloat16:
     keras.config.set_dtype_policy("mixed_bfloat16")
   try:
-    model_config = model_flags.model_config_from_flags()
+    if FLAGS.objective == "mpnet":   # a Hugging Face style MPNet config.json
+      model_config = mpnet.MPNetConfig.from_json(FLAGS.model_config_path)
+    else:
+      model_config = model_flags.model_config_from_flags()
     run_config = model_flags.run_config_from_flags()
     config = PretrainConfig(
         record_dir=FLAGS.record_dir, seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
         num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host,
         num_core_per_host=FLAGS.num_core_per_host, bi_data=FLAGS.bi_data,
-        objective=FLAGS.objective, nsp_weight=FLAGS.nsp_weight,
+        objective=FLAGS.objective, nsp_weight=FLAGS.nsp_weight, mpnet_mode=FLAGS.mpnet_mode,
+        mpnet_permute=FLAGS.mpnet_permute,
         seed=FLAGS.seed, **training_flags.optimizer_kwargs(),
         num_hosts=FLAGS.num_hosts)
     task = PretrainTask(config, model_config, run_config, FLAGS.init_checkpoint)

@@ -50,7 +50,8 @@ def expand(compact, params):
   Returns input_ids / input_k [B, L] int32, seg_ids [B, L] int32 (0 A, 1 B,
   2 <cls>), input_mask [B, L] zeros, perm_mask [B, L, L] float32,
   target_mapping [B, P, L] float32, target [B, P] int32, target_mask [B, P]
-  float32, input_q [B, L] float32 (1 at targets), is_masked, label.
+  float32, input_q [B, L] float32 (1 at targets), is_masked, rank [B, L] (the
+  stored factorization rank), label.
   """
   ids, is_masked = compact["input_ids"], compact["is_masked"]
   seq_len, reuse, num_predict = params.seq_len, params.reuse_len, params.num_predict
@@ -83,6 +84,7 @@ def expand(compact, params):
           "perm_mask": tf.cast(perm_mask, tf.float32), "target_mapping": target_mapping,
           "target": target, "target_mask": tf.reduce_sum(target_mapping, axis=-1),
           "input_q": tf.cast(targets, tf.float32), "is_masked": is_masked,
+          "rank": factorization_rank(compact["perm"], params),
           "label": compact["label"]}
 
 

@@ -85,6 +85,14 @@ class MPNetPretrainModel(keras.Model):
     self.encoder = mpnet.MPNetEncoder(config)
     self.lm_head = MPNetLMHead(config)
 
+  def ensure_built(self):
+    if not self.built or not self.encoder.built:
+      ids = tf.constant([[9, 10, 11, 12]])
+      self(build_inputs(ids, tf.constant([[False, False, True, True]]), tf.constant([[0, 1, 2, 3]]),
+                        2, tf.constant([0, 0]), mode=self.mode,
+                        vocab_size=self.config.vocab_size))
+    return self
+
   def call(self, inputs, training=False):
     c = inputs["query_ids"].shape[1]
     if self.mode == "mlm":

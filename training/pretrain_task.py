@@ -1,11 +1,13 @@
-"""XLNet pretraining as a task of the shared trainer: objectives plm and mlm.
+"""XLNet pretraining as a task of the shared trainer: objectives plm, mlm and mpnet.
 
 plm: the two-stream permutation LM on the stored factorization order.
 mlm: "DAE + Transformer-XL" of the XLNet ablation: the stored target positions
      are corrupted BERT-style (80% <mask>, 10% random token, 10% kept; seeded,
      stateless, so a resumed run draws the same), predicted from the content
      stream; no permutation.
-Both carry the memory of each batch lane from step to step, and can add a
+mpnet: MPNet (modeling/mpnet_pretrain.py) on the same records, with the ablation
+     switches mpnet_mode (mpnet / plm / mlm) and mpnet_permute.
+plm and mlm carry the memory of each batch lane from step to step, and can add a
 next-sentence loss on the stored A/B label (--nsp_weight).
 """
 
@@ -16,7 +18,7 @@ import tensorflow as tf
 
 from data_utils import pipeline
 from data_utils.tokenization import MASK_ID
-from modeling import checkpoint, losses
+from modeling import checkpoint, losses, mpnet_pretrain
 from modeling.models import XLNetPretrainModel
 from training.task import OptimizerConfig, Task
 
@@ -33,6 +35,8 @@ class PretrainConfig(OptimizerConfig):
   num_core_per_host: int = 1
   bi_data: bool = True
   objective: str = "plm"
+  mpnet_mode: str = "mpnet"      # mpnet | plm (- position compensation) | mlm (- both)
+  mpnet_permute: bool = True     # False: predictions in position order (- permutation)
   nsp_weight: float = 0.0
   num_hosts: int = 1
 
@@ -43,8 +47,10 @@ class PretrainTask(Task):
   def __init__(self, config, model_config, run_config, init_checkpoint=None):
     if config.objective not in OBJECTIVES:
       raise ValueError(f"--objective must be one of {OBJECTIVES}, got {config.objective!r}")
-    if config.objective == "mpnet":
-      raise ValueError("--objective=mpnet is not built yet (issue #6)")
+    self.mpnet = config.objective == "mpnet"
+    if self.mpnet:   # MPNet: no memory; the model config is an MPNetConfig
+      run_config = dataclasses.replace(run_config, mem_len=0)
+    vocab = model_config.vocab_size if self.mpnet else model_config.n_token
     if run_config.mem_len and run_config.reuse_len != config.reuse_len:
       run_config = dataclasses.replace(run_config, reuse_len=config.reuse_len)
     run_config = dataclasses.replace(run_config, bi_data=config.bi_data)
@@ -56,10 +62,13 @@ class PretrainTask(Task):
     # Fail early, with the records' own explanation, if the flags do not match.
     pipeline.pretrain_dataset(config.record_dir, config.seq_len, config.reuse_len,
                               config.num_predict, config.bsz_per_host, config.bi_data,
-                              config.num_core_per_host, vocab_size=model_config.n_token)
+                              config.num_core_per_host, vocab_size=vocab)
+    self.vocab_size = vocab
 
   # ---- model and optimizer -----------------------------------------------------------
   def build_model(self):
+    if self.mpnet:
+      return mpnet_pretrain.MPNetPretrainModel(self.model_config, mode=self.config.mpnet_mode)
     return XLNetPretrainModel(self.model_config, self.run_config, nsp=self.config.nsp_weight > 0)
 
   # ---- data and state ----------------------------------------------------------------
@@ -69,7 +78,7 @@ class PretrainTask(Task):
     num_hosts = input_context.num_input_pipelines if input_context else 1
     ds, _, _ = pipeline.pretrain_dataset(
         c.record_dir, c.seq_len, c.reuse_len, c.num_predict, c.bsz_per_host, c.bi_data,
-        c.num_core_per_host, vocab_size=self.model_config.n_token, host_id=host_id,
+        c.num_core_per_host, vocab_size=self.vocab_size, host_id=host_id,
         num_hosts=num_hosts, skip_batches=skip_batches * c.num_core_per_host)
     return ds
 
@@ -80,13 +89,17 @@ class PretrainTask(Task):
     return [self.model_config.n_layer, self.per_replica, mem, self.model_config.d_model]
 
   # ---- the objective -------------------------------------------------------------------
+  def _seed(self, step):
+    """A stateless seed per (run seed, replica, step): resumed runs draw the same."""
+    replica = tf.distribute.get_replica_context()
+    replica_id = tf.cast(replica.replica_id_in_sync_group if replica else 0, tf.int64)
+    return tf.stack([tf.cast(self.config.seed, tf.int64) * 1_000_003 + replica_id,
+                     tf.cast(step, tf.int64)])
+
   def _corrupt(self, batch, step):
     """BERT's 80/10/10 at the target positions, from a stateless seeded draw."""
     ids = batch["input_ids"]
-    replica = tf.distribute.get_replica_context()
-    replica_id = tf.cast(replica.replica_id_in_sync_group if replica else 0, tf.int64)
-    seed = tf.stack([tf.cast(self.config.seed, tf.int64) * 1_000_003 + replica_id,
-                     tf.cast(step, tf.int64)])
+    seed = self._seed(step)
     u = tf.random.stateless_uniform(tf.shape(ids), seed)
     random_ids = tf.random.stateless_uniform(tf.shape(ids), seed + 1, 9, self.model_config.n_token,
                                              tf.int32)
@@ -96,6 +109,12 @@ class PretrainTask(Task):
 
   def loss(self, model, batch, state, step, training=True):
     c = self.config
+    if self.mpnet:
+      inputs = mpnet_pretrain.build_inputs(
+          batch["input_ids"], batch["is_masked"], batch["rank"], c.num_predict, self._seed(step),
+          mode=c.mpnet_mode, permute=c.mpnet_permute, vocab_size=self.vocab_size)
+      lm = losses.lm_loss(model(inputs, training=training), inputs["targets"])
+      return lm / self.replicas(), {"lm_loss": lm}, state
     mems = state if self.run_config.mem_len else None
     inputs = dict(batch)
     if c.objective == "mlm":
@@ -113,6 +132,9 @@ class PretrainTask(Task):
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def on_end(self, model, model_dir, log):
+    if self.mpnet:
+      log(f"MPNet weights: the native checkpoints in {model_dir}/ckpt")
+      return
     export = os.path.join(model_dir, "export")
     os.makedirs(export, exist_ok=True)
     self.model_config.to_json(os.path.join(export, "xlnet_config.json"))
