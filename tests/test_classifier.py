@@ -123,3 +123,40 @@ def test_fine_tunes_well_above_chance_and_writes_submission(sst2, tmp_path):
   lines = (tmp_path / "SST-2.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 21
   assert all(l.split("\t")[1] in ("0", "1") for l in lines[1:])
+
+
+# One tiny fixture per official layout: (task, split, file name, content, expected first example)
+_GLUE_ROWS = {
+    "mrpc": ("train", "train.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+             "1\t1\t2\tHe said hi.\tHe greeted.\n", ("He said hi.", "He greeted.", "1")),
+    "qqp": ("train", "train.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+            "0\t1\t2\tWhy?\tHow?\t0\n", ("Why?", "How?", "0")),
+    "qnli": ("dev", "dev.tsv", "index\tquestion\tsentence\tlabel\n"
+             "0\tWho?\tHim.\tentailment\n", ("Who?", "Him.", "entailment")),
+    "wnli": ("train", "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\t1\n",
+             ("A.", "B.", "1")),
+    "ax": ("test", "diagnostic.tsv", "index\tsentence1\tsentence2\n7\tA cat.\tAn animal.\n",
+           ("A cat.", "An animal.", None)),
+    "sst-2": ("test", "test.tsv", "index\tsentence\n3\tfine film\n", ("fine film", None, None)),
+    "cola": ("test", "test.tsv", "index\tsentence\n5\tThe book.\n", ("The book.", None, None)),
+    "yelp-2": ("train", "train.csv", '"2","Great ""food"", nice"\n', ('Great "food", nice', None,
+                                                                     "2")),
+    "yelp-5": ("test", "test.csv", '"5","Best"\n', ("Best", None, "5")),
+    "dbpedia": ("train", "train.csv", '"14","Title","Body text"\n', ("Title Body text", None, "14")),
+    "amazon-2": ("train", "train.csv", '"1","Bad","Broke fast"\n', ("Bad Broke fast", None, "1")),
+    "amazon-5": ("test", "test.csv", '"3","Ok","Fine"\n', ("Ok Fine", None, "3")),
+}
+
+
+@pytest.mark.parametrize("task", sorted(_GLUE_ROWS))
+def test_every_official_layout(task, tmp_path):
+  split, name, content, expected = _GLUE_ROWS[task]
+  (tmp_path / name).write_text(content)
+  spec = classifier_data.get_task(task)
+  ex = classifier_data.read_split(spec, tmp_path, split)
+  assert (ex[0].text_a, ex[0].text_b, ex[0].label) == expected
+  if split == "test" and spec.reader == "tsv":
+    assert ex[0].guid == content.splitlines()[1].split("\t")[0]   # submission index
+  (tmp_path / name).write_text(content.splitlines()[0] + "\n" if spec.header is True else "")
+  with pytest.raises(ValueError, match=f"{name}: no examples"):
+    classifier_data.read_split(spec, tmp_path, split)

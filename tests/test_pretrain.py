@@ -74,6 +74,14 @@ def test_mlm_nsp_and_no_memory_train(tmp_path, recs, objective, nsp, mem_len):
   names = trainer.model.tf1_variables()
   assert ("model/nsp/logit/kernel" in names) == (nsp > 0)
   assert os.path.exists(tmp_path / "export" / "xlnet_model.ckpt.index")
+  # our pretraining output initialises a fine-tuning model (--init_checkpoint)
+  from modeling import checkpoint
+  from modeling.models import XLNetClassifier
+  clf = XLNetClassifier(trainer.model.config, trainer.model.run_config, n_class=2)
+  summary = checkpoint.load_checkpoint(clf, str(tmp_path / "export" / "xlnet_model.ckpt"))
+  assert "model/classification_task/logit/kernel" in summary and "initialised fresh" in summary
+  np.testing.assert_array_equal(clf.encoder.word_embedding.numpy(),
+                                trainer.model.encoder.word_embedding.numpy())
 
 
 @pytest.mark.parametrize("mode,permute", [("mpnet", True), ("mlm", False)])
