@@ -27,7 +27,7 @@ from modeling import mpnet
 from training import distribution
 from training import flags as training_flags
 from training.pretrain_task import OBJECTIVES, PretrainConfig, PretrainTask
-from training.trainer import Trainer
+from training import trainer as trainer_lib
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
@@ -51,13 +51,13 @@ flags.DEFINE_integer("bsz_per_host", 32, "Batch per host; must match the records
 flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host; must match the records.")
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept.")
 flags.DEFINE_integer("num_hosts", 1, "Hosts (for the tokens/s figure).")
-flags.DEFINE_bool("jit_compile", True, "XLA-compile the train step.")
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
   model_dir = FLAGS.model_dir or FLAGS.output_dir
   for name, value in (("record_dir", FLAGS.record_dir), ("model_dir", model_dir),
                       ("model_config_path", FLAGS.model_config_path)):
@@ -87,8 +87,9 @@ def main(argv):
       raise ValueError(f"--num_core_per_host={FLAGS.num_core_per_host} but the strategy has "
                        f"{strategy.num_replicas_in_sync} replicas")
     os.makedirs(model_dir, exist_ok=True)
-    trainer = Trainer(task, strategy, model_dir, FLAGS.train_steps, FLAGS.steps_per_loop,
-                      FLAGS.save_every, FLAGS.keep_checkpoints, FLAGS.jit_compile)
+    trainer = trainer_lib.Trainer(task, strategy, model_dir, FLAGS.train_steps,
+                                  FLAGS.steps_per_loop, FLAGS.save_every,
+                                  FLAGS.keep_checkpoints, FLAGS.xla)
     trainer.train()
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"run_pretrain.py: {e}")

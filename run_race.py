@@ -25,6 +25,7 @@ from finetuning.race import RaceTask
 from modeling import flags as model_flags
 from training import distribution
 from training import flags as training_flags
+from training import trainer as trainer_lib
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
@@ -49,6 +50,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
   model_dir = FLAGS.model_dir or FLAGS.output_dir
   for name, value in (("data_dir", FLAGS.data_dir), ("sp_model", FLAGS.sp_model),
                       ("model_dir", model_dir), ("model_config_path", FLAGS.model_config_path)):

@@ -29,6 +29,7 @@ from finetuning.squad import SquadConfig, SquadTask
 from modeling import flags as model_flags
 from training import distribution
 from training import flags as training_flags
+from training import trainer as trainer_lib
 
 model_flags.define_model_flags()
 flags.adopt_module_key_flags(model_flags)
@@ -69,6 +70,7 @@ def _eval_only():
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
   try:
     if FLAGS.do_eval_only:
       return _eval_only()

@@ -65,7 +65,7 @@ def matmul_peak(n_steps):
   return out
 
 
-def ours(policy, n_steps, jit=True):
+def ours(policy, n_steps, xla="full"):
   import keras
   import numpy as np
   import tensorflow as tf
@@ -86,7 +86,8 @@ def ours(policy, n_steps, jit=True):
   opt = optimization.AdamWeightDecay(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
   opt.build(model.trainable_variables)
 
-  @tf.function(jit_compile=jit)
+  from training import trainer as trainer_lib
+  @trainer_lib.compile_step(xla)
   def step(batch, mems):
     with tf.GradientTape() as tape:
       out = model(batch, mems=mems, training=True)
@@ -103,7 +104,7 @@ def ours(policy, n_steps, jit=True):
   return _time(run_step, n_steps)
 
 
-def model_garden(jit, n_steps):
+def model_garden(mode, n_steps):
   import numpy as np
   import tensorflow as tf
   import tf_keras
@@ -123,7 +124,12 @@ def model_garden(jit, n_steps):
   target = tf.constant(data["target"])
   opt = tf_keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, global_clipnorm=1.0)
 
-  @tf.function(jit_compile=jit)
+  if mode == "fusible":   # the same hybrid as ours (training/trainer.py compile_step)
+    os.environ["TF_XLA_FLAGS"] = ("--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit "
+                                  "--tf_xla_ops_to_cluster=FUSIBLE")
+    tf.config.optimizer.set_jit("autoclustering")
+
+  @tf.function(jit_compile=mode == "full")
   def step(inputs, mems):
     with tf.GradientTape() as tape:
       logits, new_mems = model(dict(inputs, state=mems), training=True)
@@ -142,13 +148,18 @@ def model_garden(jit, n_steps):
 
 def child(args):
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  if args.what.endswith(":fusible"):
+    import tensorflow as tf
+    sys.path.insert(0, ROOT)
+    from training import trainer as trainer_lib
+    trainer_lib.configure_xla("fusible")   # before TensorFlow runs its first op
   if args.what == "peak":
     result = matmul_peak(args.steps)
   elif args.what.startswith("ours:"):
     _, policy, mode = args.what.split(":")
-    result = ours(policy, args.steps, jit=mode == "xla")
+    result = ours(policy, args.steps, xla=mode)
   else:
-    result = model_garden(args.what == "mg:xla", args.steps)
+    result = model_garden(args.what.split(":")[1], args.steps)
   print("RESULT " + json.dumps(result))
 
 
@@ -172,12 +183,14 @@ def main():
   peak = run_child(sys.executable, "peak", 10)
   rows = {}
   for policy in ("float32", "mixed_bfloat16"):
-    for mode, label in (("xla", "XLA"), ("graph", "tf.function")):
+    for mode, label in (("full", "XLA"), ("fusible", "XLA fusible ops"),
+                        ("off", "tf.function")):
       rows[f"ours {policy} ({label})"] = run_child(sys.executable, f"ours:{policy}:{mode}",
                                                    args.steps)
   if args.mg_python:
-    rows["Model Garden float32 (tf.function)"] = run_child(args.mg_python, "mg:eager", args.steps)
-    rows["Model Garden float32 (XLA)"] = run_child(args.mg_python, "mg:xla", args.steps)
+    for mode, label in (("off", "tf.function"), ("full", "XLA"), ("fusible", "XLA fusible ops")):
+      rows[f"Model Garden float32 ({label})"] = run_child(args.mg_python, f"mg:{mode}",
+                                                          args.steps)
   mg = [v for k, v in rows.items() if k.startswith("Model Garden") and isinstance(v, float)]
   best_mg = min(mg) if mg else None
   print(f"matmul peak 2048^3: float32 {peak['float32'] / 1e9:.0f} GFLOP/s, "

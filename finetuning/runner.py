@@ -11,7 +11,8 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
   model from --init_checkpoint; returns the model to evaluate / predict with."""
   if do_train:
     trainer = Trainer(task, strategy, model_dir, flag_values.train_steps,
-                      flag_values.steps_per_loop, flag_values.save_every, log=log)
+                      flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
+                      log=log)
     trainer.train()
     best = os.path.join(model_dir, "best", "ckpt")
     if os.path.exists(best + ".index"):

@@ -33,9 +33,10 @@ def tiny_task(record_dir, vocab, cores=1, bi_data=False, mem_len=2 * REUSE, drop
   return PretrainTask(config, model_config, run_config)
 
 
-def train(task, model_dir, strategy=None, steps_per_loop=5, save_every=10, log=None):
+def train(task, model_dir, strategy=None, steps_per_loop=5, save_every=10, log=None,
+          xla="full"):
   trainer = Trainer(task, strategy or tf.distribute.get_strategy(), str(model_dir),
-                    task.config.train_steps, steps_per_loop, save_every,
+                    task.config.train_steps, steps_per_loop, save_every, xla=xla,
                     log=log or (lambda m: None))
   history = trainer.train()
   return trainer, np.array([loss for _, loss in history])

@@ -127,6 +127,33 @@ def test_mirrored_two_devices_equals_one_device(tmp_path, recs):
   np.testing.assert_allclose(losses["two"], losses["one"], rtol=2e-5)
 
 
+FUSIBLE = r"""
+import sys, json
+sys.path.insert(0, sys.argv[1])
+from training import trainer
+trainer.configure_xla(sys.argv[4])            # before the first op, as the scripts do
+from tests import pretrain_helpers as ph
+vocab, recs, out, mode = int(sys.argv[2]), sys.argv[3], sys.argv[5], sys.argv[4]
+_, losses = ph.train(ph.tiny_task(recs, vocab, train_steps=10), out, steps_per_loop=5, xla=mode)
+print(json.dumps(losses.tolist()))
+"""
+
+
+def test_xla_modes_give_the_same_losses(tmp_path, recs):
+  """--xla=fusible (TF matmuls + XLA element-wise clusters) and off compute what full does."""
+  losses = {}
+  for mode in ("full", "fusible", "off"):
+    result = subprocess.run(
+        [sys.executable, "-c", FUSIBLE, ROOT, str(recs["vocab"]), recs["uni1"], mode,
+         str(tmp_path / mode)], capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+    assert result.returncode == 0, result.stderr[-3000:]
+    import json
+    losses[mode] = json.loads(result.stdout.strip().splitlines()[-1])
+  np.testing.assert_allclose(losses["fusible"], losses["full"], rtol=1e-4)
+  np.testing.assert_allclose(losses["off"], losses["full"], rtol=1e-4)
+
+
 def test_cli_errors_are_one_line(tmp_path, recs):
   cfg = tmp_path / "c.json"
   cfg.write_text('{"n_layer": 1, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 16, '
