@@ -31,6 +31,7 @@ from training import flags as training_flags
 from training import trainer as trainer_lib
 
 model_flags.define_model_flags()
+model_flags.define_model_type_flags()
 flags.adopt_module_key_flags(model_flags)
 training_flags.define_training_flags(learning_rate=2e-5, train_steps=1000, save_every=500)
 flags.adopt_module_key_flags(training_flags)
@@ -59,7 +60,7 @@ def main(argv):
   trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
   model_dir = FLAGS.model_dir or FLAGS.output_dir
   for name, value in (("task_name", FLAGS.task_name), ("data_dir", FLAGS.data_dir),
-                      ("sp_model", FLAGS.sp_model), ("model_dir", model_dir),
+                      ("model_dir", model_dir),
                       ("model_config_path", FLAGS.model_config_path)):
     if not value:
       sys.exit(f"run_classifier.py: --{name} is required")
@@ -68,7 +69,8 @@ def main(argv):
     keras.config.set_dtype_policy("mixed_bfloat16")
   try:
     config = ClassifierConfig(
-        task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+        task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model, vocab_file=FLAGS.vocab_file,
+        model_type=FLAGS.model_type,
         cache_dir=FLAGS.cache_dir or os.path.join(model_dir, "features"), uncased=FLAGS.uncased,
         max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,

@@ -22,7 +22,7 @@ from absl import flags
 from absl import logging
 import keras
 
-from data_utils.tokenization import Tokenizer
+from finetuning import layouts
 from finetuning import runner
 from finetuning import squad_metrics
 from finetuning.squad import SquadConfig, SquadTask
@@ -32,6 +32,7 @@ from training import flags as training_flags
 from training import trainer as trainer_lib
 
 model_flags.define_model_flags()
+model_flags.define_model_type_flags()
 flags.adopt_module_key_flags(model_flags)
 training_flags.define_training_flags(learning_rate=3e-5, train_steps=8000, warmup_steps=1000, lr_layer_decay_rate=0.75)
 flags.adopt_module_key_flags(training_flags)
@@ -77,8 +78,7 @@ def main(argv):
     model_dir = FLAGS.model_dir or FLAGS.output_dir
     if not (FLAGS.do_train or FLAGS.do_predict):
       sys.exit("run_squad.py: nothing to do: pass --do_train, --do_predict or --do_eval_only")
-    for name, value in (("model_dir", model_dir), ("sp_model", FLAGS.sp_model),
-                        ("model_config_path", FLAGS.model_config_path),
+    for name, value in (("model_dir", model_dir),   ("model_config_path", FLAGS.model_config_path),
                         ("train_file" if FLAGS.do_train else "predict_file",
                          FLAGS.train_file if FLAGS.do_train else FLAGS.predict_file)):
       if not value:
@@ -92,9 +92,12 @@ def main(argv):
         max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
         start_n_top=FLAGS.start_n_top, end_n_top=FLAGS.end_n_top, n_best_size=FLAGS.n_best_size,
         train_batch_size=FLAGS.train_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-        seed=FLAGS.seed, **training_flags.optimizer_kwargs())
-    task = SquadTask(config, model_flags.model_config_from_flags(),
-                     model_flags.run_config_from_flags(), Tokenizer(FLAGS.sp_model, FLAGS.uncased),
+        model_type=FLAGS.model_type, seed=FLAGS.seed, **training_flags.optimizer_kwargs())
+    model_config = model_flags.model_config_from_flags()
+    tokenizer = layouts.make_tokenizer(FLAGS.model_type, FLAGS.sp_model, FLAGS.vocab_file,
+                                       FLAGS.uncased)
+    layouts.check_vocab(model_config, tokenizer)
+    task = SquadTask(config, model_config, model_flags.run_config_from_flags(), tokenizer,
                      FLAGS.init_checkpoint)
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None

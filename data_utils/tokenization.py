@@ -63,6 +63,9 @@ class Tokenizer:
       raise ValueError(f"{model_path}: not a SentencePiece model ({e})") from None
     self.lower, self.keep_accents = lower, keep_accents
     self.vocab_size = self.sp.GetPieceSize()
+    # The ids MPNet-style layouts use (data_utils/wordpiece.py has the same attributes).
+    self.bos_id, self.eos_id = SPECIAL_SYMBOLS["<s>"], SPECIAL_SYMBOLS["</s>"]
+    self.pad_id, self.mask_id = PAD_ID, MASK_ID
     wrong = [f"{sym} (id {self.sp.PieceToId(sym)}, want {want})"
              for sym, want in SPECIAL_SYMBOLS.items()
              if want >= self.vocab_size or self.sp.IdToPiece(want) != sym]

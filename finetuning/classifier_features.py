@@ -1,9 +1,9 @@
-"""XLNet classification inputs, cached as TFRecords.
+"""Classification inputs, cached as TFRecords.
 
-Layout (the release's): `A <sep> [B <sep>] <cls>`, LEFT padded so `<cls>` is
-last; segment ids A = 0, B = 1, <cls> = 2, padding 4; input_mask 1 on padding.
-Pairs are truncated by dropping the last token of the longer text. Features are
-cached under a name carrying the task, split, length and tokenizer.
+Rows are laid out per model type (finetuning/layouts.py: XLNet left padded with
+<cls> last, MPNet `<s> A </s></s> B </s>` right padded); input_mask 1 on padding.
+Features are cached under a name carrying the task, split, length, tokenizer
+and model type.
 """
 
 import hashlib
@@ -13,24 +13,17 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import tfrecord
-from data_utils.tokenization import CLS_ID, SEP_ID
+from finetuning import layouts
 
-SEG_PAD = 4
-
-
-def truncate_pair(a, b, max_len):
-  while len(a) + len(b) > max_len:
-    if len(a) > len(b):
-      a.pop()
-    else:
-      b.pop()
+SEG_PAD = layouts.SEG_PAD
+truncate_pair = layouts.truncate_pair
 
 
-def encode(tokenizer, examples, max_seq_length, label_list):
-  """Examples -> dict of numpy arrays [N, L] (+ label [N])."""
+def encode(tokenizer, examples, max_seq_length, label_list, model_type="xlnet"):
+  """Examples -> dict of numpy arrays [N, L] (+ label [N]), laid out for `model_type`."""
   n = len(examples)
   ids = np.zeros([n, max_seq_length], np.int32)
-  seg = np.full([n, max_seq_length], SEG_PAD, np.int32)
+  seg = np.zeros([n, max_seq_length], np.int32)
   mask = np.ones([n, max_seq_length], np.float32)
   texts_a = tokenizer.encode_lines([e.text_a for e in examples])
   has_b = [e.text_b is not None for e in examples]
@@ -38,17 +31,13 @@ def encode(tokenizer, examples, max_seq_length, label_list):
   b_iter = iter(texts_b)
   for k, a in enumerate(texts_a):
     a = list(a)
-    if has_b[k]:
-      b = list(next(b_iter))
-      truncate_pair(a, b, max_seq_length - 3)
-      tokens = a + [SEP_ID] + b + [SEP_ID, CLS_ID]
-      segs = [0] * (len(a) + 1) + [1] * (len(b) + 1) + [2]
+    b = list(next(b_iter)) if has_b[k] else None
+    budget = max_seq_length - layouts.special_count(model_type, b is not None)
+    if b is not None:
+      truncate_pair(a, b, budget, model_type)
     else:
-      a = a[:max_seq_length - 2]
-      tokens = a + [SEP_ID, CLS_ID]
-      segs = [0] * (len(a) + 1) + [2]
-    start = max_seq_length - len(tokens)
-    ids[k, start:], seg[k, start:], mask[k, start:] = tokens, segs, 0.0
+      a = a[:budget]
+    ids[k], seg[k], mask[k], _, _ = layouts.pack(model_type, tokenizer, a, b, max_seq_length)
   out = {"input_ids": ids, "seg_ids": seg, "input_mask": mask}
   if label_list:
     index = {l: i for i, l in enumerate(label_list)}
@@ -59,11 +48,11 @@ def encode(tokenizer, examples, max_seq_length, label_list):
   return out
 
 
-def cache_name(task, split, max_seq_length, sp_model, uncased):
-  with open(sp_model, "rb") as f:
-    sp_hash = hashlib.sha256(f.read()).hexdigest()[:10]
-  return (f"{task}.{split}.len-{max_seq_length}.sp-{sp_hash}."
-          f"{'uncased' if uncased else 'cased'}.tfrecord")
+def cache_name(task, split, max_seq_length, vocab_path, uncased, model_type="xlnet"):
+  with open(vocab_path, "rb") as f:
+    vocab_hash = hashlib.sha256(f.read()).hexdigest()[:10]
+  return (f"{task}.{split}.len-{max_seq_length}.vocab-{vocab_hash}."
+          f"{'uncased' if uncased else 'cased'}.{model_type}.tfrecord")
 
 
 def _layout(max_seq_length):

@@ -6,7 +6,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from finetuning import classifier_data, classifier_features, metrics
+from finetuning import classifier_data, classifier_features, layouts, metrics
+from modeling import mpnet_models
 from modeling.models import XLNetClassifier
 from training.task import OptimizerConfig, Task
 
@@ -25,16 +26,30 @@ class ClassifierConfig(OptimizerConfig):
   learning_rate: float = 2e-5
   summary_type: str = "last"
   use_proj: bool = True
+  model_type: str = "xlnet"     # or "mpnet" (finetuning/layouts.py)
+  vocab_file: str = None        # WordPiece vocab.txt (MPNet releases) instead of sp_model
+
+
+def build_classifier(config, model_config, run_config, spec):
+  if config.model_type == "mpnet":
+    return mpnet_models.MPNetClassifier(model_config, n_class=max(len(spec.labels), 1),
+                                        regression=spec.is_regression)
+  # AX is predicted with an MNLI model: same head, same release names.
+  return XLNetClassifier(model_config, run_config, n_class=max(len(spec.labels), 1),
+                         task_name="mnli" if spec.name == "ax" else spec.name,
+                         regression=spec.is_regression, summary_type=config.summary_type,
+                         use_proj=config.use_proj)
 
 
 class ClassifierTask(Task):
   """See training/trainer.py for the interface."""
 
   def __init__(self, config, model_config, run_config, init_checkpoint=None, spec=None):
-    from data_utils.tokenization import Tokenizer
     self.config, self.model_config, self.run_config = config, model_config, run_config
     self.spec = spec or classifier_data.get_task(config.task_name)
-    self.tokenizer = Tokenizer(config.sp_model, lower=config.uncased)
+    self.tokenizer = layouts.make_tokenizer(config.model_type, config.sp_model, config.vocab_file,
+                                            config.uncased)
+    layouts.check_vocab(model_config, self.tokenizer)
     self.init_checkpoint = init_checkpoint
     self.seed = config.seed
     self.tokens_per_step = config.train_batch_size * config.max_seq_length
@@ -46,11 +61,12 @@ class ClassifierTask(Task):
   def features_path(self, split):
     c = self.config
     path = os.path.join(c.cache_dir, classifier_features.cache_name(
-        self.spec.name, split, c.max_seq_length, c.sp_model, c.uncased))
+        self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,
+        c.model_type))
     if not os.path.exists(path):
       examples = classifier_data.read_split(self.spec, c.data_dir, split)
       feats = classifier_features.encode(self.tokenizer, examples, c.max_seq_length,
-                                         self.spec.labels)
+                                         self.spec.labels, c.model_type)
       classifier_features.write_cache(path, feats)
     return path
 
@@ -71,13 +87,12 @@ class ClassifierTask(Task):
 
   # ---- model ------------------------------------------------------------------------
   def build_model(self):
-    spec = self.spec
-    # AX is predicted with an MNLI model: same head, same release names.
-    return XLNetClassifier(self.model_config, self.run_config,
-                           n_class=max(len(spec.labels), 1),
-                           task_name="mnli" if spec.name == "ax" else spec.name,
-                           regression=spec.is_regression, summary_type=self.config.summary_type,
-                           use_proj=self.config.use_proj)
+    return build_classifier(self.config, self.model_config, self.run_config, self.spec)
+
+  def initialize(self, model, log):
+    if self.config.model_type == "mpnet" and self.init_checkpoint:
+      return mpnet_models.initialize(model, self.init_checkpoint, log)
+    return super().initialize(model, log)
 
   def loss(self, model, batch, state, step, training=True):
     logits = model(batch, training=training)

@@ -1,7 +1,8 @@
 """RACE: reader (official JSON directory layout), features, and its trainer task.
 
-Layout per option (the release's): `context <sep> question+option <sep> <cls>`,
-LEFT padded, segment ids as classification. The question+option text keeps its
+Layout per option: (context, question+option) as a pair in the model type's
+layout (finetuning/layouts.py; XLNet's release: `context <sep> question+option
+<sep> <cls>`, LEFT padded). The question+option text keeps its
 last `max_qa_length` tokens; the context is cut to fit. A question containing
 "_" has the option written into the blank. Each option is built from fresh
 copies (the release's list aliasing let options accumulate into the context).
@@ -14,8 +15,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from data_utils.tokenization import CLS_ID, SEP_ID
-from finetuning import classifier_data, classifier_features, classifier_task, metrics
+from finetuning import classifier_data, classifier_task, layouts, metrics
+from modeling import mpnet_models
 from modeling.models import XLNetRaceModel
 
 LEVELS = ("middle", "high")
@@ -44,12 +45,13 @@ def read_split(data_dir, split, levels=LEVELS):
   return out
 
 
-def encode(tokenizer, items, max_seq_length, max_qa_length=128):
+def encode(tokenizer, items, max_seq_length, max_qa_length=128, model_type="xlnet"):
   """-> input_ids / seg_ids / input_mask [N, 4, L], label [N], level [N] (0 middle, 1 high)."""
   n = len(items)
   ids = np.zeros([n, N_CHOICE, max_seq_length], np.int32)
-  seg = np.full([n, N_CHOICE, max_seq_length], classifier_features.SEG_PAD, np.int32)
+  seg = np.zeros([n, N_CHOICE, max_seq_length], np.int32)
   mask = np.ones([n, N_CHOICE, max_seq_length], np.float32)
+  budget = max_seq_length - layouts.special_count(model_type, pair=True)
   contexts = tokenizer.encode_lines([it[1] for it in items])
   qa_texts = []
   for _, _, question, options, _ in items:
@@ -60,11 +62,9 @@ def encode(tokenizer, items, max_seq_length, max_qa_length=128):
   for i in range(n):
     for c in range(N_CHOICE):
       qa = list(qas[i * N_CHOICE + c])[-max_qa_length:]
-      context = list(contexts[i])[:max(max_seq_length - 3 - len(qa), 0)]
-      tokens = context + [SEP_ID] + qa + [SEP_ID, CLS_ID]
-      segs = [0] * (len(context) + 1) + [1] * (len(qa) + 1) + [2]
-      start = max_seq_length - len(tokens)
-      ids[i, c, start:], seg[i, c, start:], mask[i, c, start:] = tokens, segs, 0.0
+      context = list(contexts[i])[:max(budget - len(qa), 0)]
+      ids[i, c], seg[i, c], mask[i, c], _, _ = layouts.pack(model_type, tokenizer, context, qa,
+                                                            max_seq_length)
   return {"input_ids": ids, "seg_ids": seg, "input_mask": mask,
           "label": np.array([it[4] for it in items], np.int32),
           "level": np.array([LEVELS.index(it[0]) for it in items], np.int32)}
@@ -85,7 +85,7 @@ class RaceTask(classifier_task.ClassifierTask):
     if split not in self._cache:
       items = read_split(self.config.data_dir, split)
       self._cache[split] = encode(self.tokenizer, items, self.config.max_seq_length,
-                                  self.max_qa_length)
+                                  self.max_qa_length, self.config.model_type)
     return self._cache[split]
 
   def _dataset(self, split, batch_size, train):
@@ -96,6 +96,8 @@ class RaceTask(classifier_task.ClassifierTask):
     return ds.batch(batch_size, drop_remainder=train)
 
   def build_model(self):
+    if self.config.model_type == "mpnet":
+      return mpnet_models.MPNetRaceModel(self.model_config)
     return XLNetRaceModel(self.model_config, self.run_config,
                           summary_type=self.config.summary_type, use_proj=self.config.use_proj)
 

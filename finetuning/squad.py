@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from finetuning import squad_features, squad_metrics
+from modeling import mpnet_models
 from modeling.models import XLNetSquadModel
 from training.task import OptimizerConfig, Task
 
@@ -39,6 +40,7 @@ class SquadConfig(OptimizerConfig):
   train_steps: int = 8000
   warmup_steps: int = 1000
   lr_layer_decay_rate: float = 0.75
+  model_type: str = "xlnet"     # or "mpnet" (see squad_features.make_features)
 
 
 class SquadTask(Task):
@@ -58,7 +60,7 @@ class SquadTask(Task):
     examples, skipped = squad_features.read_squad(path, is_training)
     arrays, infos = squad_features.make_features(
         self.tokenizer, examples, self.c.max_seq_length, self.c.doc_stride,
-        self.c.max_query_length, is_training)
+        self.c.max_query_length, is_training, self.c.model_type)
     return examples, arrays, infos, skipped
 
   def train_arrays(self):
@@ -80,6 +82,9 @@ class SquadTask(Task):
     return ds.skip(skip_batches) if skip_batches else ds
 
   def build_model(self):
+    if self.c.model_type == "mpnet":
+      return mpnet_models.MPNetSquadModel(self.model_config, start_n_top=self.c.start_n_top,
+                                          end_n_top=self.c.end_n_top)
     return XLNetSquadModel(self.model_config, self.run_config, start_n_top=self.c.start_n_top,
                            end_n_top=self.c.end_n_top)
 
@@ -94,6 +99,11 @@ class SquadTask(Task):
         labels=batch["is_impossible"], logits=tf.cast(out["cls_logits"], tf.float32)))
     loss = loss + 0.5 * cls
     return loss / self.replicas(), {"cls_loss": cls}, state
+
+  def initialize(self, model, log):
+    if self.c.model_type == "mpnet" and self.init_checkpoint:
+      return mpnet_models.initialize(model, self.init_checkpoint, log)
+    return super().initialize(model, log)
 
   # ---- prediction ---------------------------------------------------------------------
   def predict(self, model, path, output_dir):
@@ -141,11 +151,13 @@ def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_le
     for f in by_example[ex_index]:
       info = infos[f]
       score_null = min(score_null, float(outs["cls_logits"][f]))
+      offset = info.get("doc_offset", 0)
       for i in range(start_n_top):
-        s = int(outs["start_top_index"][f, i])
+        s = int(outs["start_top_index"][f, i]) - offset
         for j in range(end_n_top):
-          e = int(outs["end_top_index"][f, i * end_n_top + j])
-          if s >= info["length"] or e >= info["length"] or e < s or e - s + 1 > max_answer_length:
+          e = int(outs["end_top_index"][f, i * end_n_top + j]) - offset
+          if (s < 0 or s >= info["length"] or e >= info["length"] or e < s
+              or e - s + 1 > max_answer_length):
             continue
           score = float(outs["start_top_log_probs"][f, i] + outs["end_top_log_probs"][f, i * end_n_top + j])
           text = ex.context[info["starts"][s]:info["ends"][e]].strip()

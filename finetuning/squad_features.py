@@ -15,6 +15,7 @@ question, separators and padding (answers come from the paragraph or <cls>).
 import dataclasses
 import difflib
 import json
+import re
 import unicodedata
 
 import numpy as np
@@ -150,39 +151,71 @@ def tokenize_with_offsets(tokenizer, text):
   return ids, starts, ends
 
 
+def words_with_offsets(tokenizer, text):
+  """(ids, starts, ends) for a WordPiece tokenizer: BERT's SQuAD recipe, each
+  whitespace-separated word tokenized alone, every piece spanning its whole word."""
+  words, spans = [], []
+  for m in re.finditer(r"\S+", text):
+    words.append(m.group())
+    spans.append((m.start(), m.end()))
+  ids, starts, ends = [], [], []
+  for pieces, (b, e) in zip(tokenizer.encode_lines(words) if words else [], spans):
+    ids.extend(pieces)
+    starts.extend([b] * len(pieces))
+    ends.extend([e] * len(pieces))
+  return ids, starts, ends
+
+
 def make_features(tokenizer, examples, max_seq_length=512, doc_stride=128,
-                  max_query_length=64, is_training=False):
-  """Doc-stride windows of every example -> (arrays dict, per-feature info list)."""
+                  max_query_length=64, is_training=False, model_type="xlnet"):
+  """Doc-stride windows of every example -> (arrays dict, per-feature info list).
+
+  xlnet: `doc <sep> query <sep> <cls>`, right padded, <cls> the null answer;
+  mpnet: `<s> query </s></s> doc </s>`, right padded, <s> the null answer.
+  infos[f]["doc_offset"] is the row position of the window's first document token.
+  """
   rows, infos = [], []
+  sentencepiece = hasattr(tokenizer, "sp")
+  queries = tokenizer.encode_lines([ex.question for ex in examples])
   for ex_index, ex in enumerate(examples):
-    query = tokenizer.encode(ex.question)[:max_query_length]
-    ids, starts, ends = tokenize_with_offsets(tokenizer, ex.context)
+    query = list(queries[ex_index])[:max_query_length]
+    ids, starts, ends = (tokenize_with_offsets(tokenizer, ex.context) if sentencepiece
+                         else words_with_offsets(tokenizer, ex.context))
     tok_start = tok_end = None
     if is_training and not ex.is_impossible:
       a0, a1 = ex.answer_start, ex.answer_start + len(ex.answer_text)
       covering = [k for k in range(len(ids)) if starts[k] < a1 and ends[k] > a0]
       if covering:
         tok_start, tok_end = covering[0], covering[-1]
-    max_doc = max_seq_length - len(query) - 3
+    max_doc = max_seq_length - len(query) - (3 if model_type == "xlnet" else 4)
     span_start = 0
     while True:
       length = min(len(ids) - span_start, max_doc)
       doc = ids[span_start:span_start + length]
-      tokens = doc + [SEP_ID] + query + [SEP_ID, CLS_ID]
-      seg = [0] * (len(doc) + 1) + [1] * (len(query) + 1) + [2]
-      p_mask = [0] * len(doc) + [1] * (len(query) + 2) + [0]
-      cls_index = len(tokens) - 1
+      if model_type == "xlnet":
+        tokens = doc + [SEP_ID] + query + [SEP_ID, CLS_ID]
+        seg = [0] * (len(doc) + 1) + [1] * (len(query) + 1) + [2]
+        p_mask = [0] * len(doc) + [1] * (len(query) + 2) + [0]
+        cls_index, offset, pad_id, seg_pad = len(tokens) - 1, 0, 0, SEG_PAD
+      else:
+        bos, eos = tokenizer.bos_id, tokenizer.eos_id
+        tokens = [bos] + query + [eos, eos] + doc + [eos]
+        seg = [0] * len(tokens)
+        offset = len(query) + 3
+        p_mask = [0] + [1] * (offset - 1) + [0] * len(doc) + [1]
+        cls_index, pad_id, seg_pad = 0, tokenizer.pad_id, 0
       pad = max_seq_length - len(tokens)
-      row = {"input_ids": tokens + [0] * pad, "seg_ids": seg + [SEG_PAD] * pad,
+      row = {"input_ids": tokens + [pad_id] * pad, "seg_ids": seg + [seg_pad] * pad,
              "input_mask": [0.0] * len(tokens) + [1.0] * pad, "p_mask": p_mask + [1] * pad,
              "cls_index": cls_index}
       if is_training:
         inside = tok_start is not None and span_start <= tok_start and tok_end < span_start + length
-        row["start_positions"] = tok_start - span_start if inside else cls_index
-        row["end_positions"] = tok_end - span_start if inside else cls_index
+        row["start_positions"] = tok_start - span_start + offset if inside else cls_index
+        row["end_positions"] = tok_end - span_start + offset if inside else cls_index
         row["is_impossible"] = 0.0 if inside else 1.0
       rows.append(row)
       infos.append({"example_index": ex_index, "span_start": span_start, "length": length,
+                    "doc_offset": offset,
                     "starts": starts[span_start:span_start + length],
                     "ends": ends[span_start:span_start + length]})
       if span_start + length >= len(ids):

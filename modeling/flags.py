@@ -29,9 +29,25 @@ def define_model_flags():
   flags.DEFINE_bool("use_bfloat16", False, "Mixed precision: bfloat16 compute, float32 weights.")
 
 
+def define_model_type_flags():
+  """The fine-tuning scripts' choice of encoder and tokenizer."""
+  flags.DEFINE_enum("model_type", "xlnet", ["xlnet", "mpnet"],
+                    "xlnet: --model_config_path is an xlnet_config.json; mpnet: a Hugging Face "
+                    "MPNet config.json, rows `<s> A </s></s> B </s>` right padded, <s> pooled, "
+                    "--init_checkpoint a directory with model.safetensors (a release or "
+                    "run_pretrain.py --objective=mpnet's MODEL_DIR/export).")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt of released MPNet weights, "
+                      "instead of --sp_model (tokenized in-graph by tensorflow-text, "
+                      "lower-cased).")
+
+
 def model_config_from_flags(flag_values=flags.FLAGS):
+  """XLNetConfig, or MPNetConfig with --model_type=mpnet."""
   if not flag_values.model_config_path:
-    raise flags.ValidationError("--model_config_path is required (an xlnet_config.json)")
+    raise flags.ValidationError("--model_config_path is required")
+  if getattr(flag_values, "model_type", "xlnet") == "mpnet":
+    from modeling.mpnet import MPNetConfig
+    return MPNetConfig.from_json(flag_values.model_config_path)
   return XLNetConfig.from_json(flag_values.model_config_path)
 
 

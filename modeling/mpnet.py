@@ -283,3 +283,31 @@ def load_hf_weights(encoder, model_dir):
                        f"the model {list(var.shape)}")
     var.assign(value)
   return sorted(set(weights) - set(mapping))
+
+
+def save_hf_weights(variable_map, config, model_dir, architecture="MPNetModel", **extra):
+  """Writes `config.json` + `model.safetensors` in the Hugging Face layout (atomically).
+
+  variable_map: {state-dict name: (variable, transpose?)}, e.g. hf_variable_map(encoder)
+  with names prefixed as the architecture expects; extra: more config.json keys
+  (num_labels, ...). Hugging Face's MPNet classes and load_hf_weights read the result.
+  """
+  from safetensors.numpy import save_file
+  os.makedirs(model_dir, exist_ok=True)
+  tensors = {}
+  for name, (var, transpose) in variable_map.items():
+    value = np.asarray(var.numpy(), np.float32)
+    tensors[name] = np.ascontiguousarray(value.T if transpose else value)
+  data = dict(config.to_dict(), model_type="mpnet", architectures=[architecture],
+              bos_token_id=0, eos_token_id=2, **extra)
+  for name, write in (("model.safetensors", lambda p: save_file(tensors, p)),
+                      ("config.json", lambda p: _write_json(p, data))):
+    tmp = os.path.join(model_dir, name + ".tmp")
+    write(tmp)
+    os.replace(tmp, os.path.join(model_dir, name))
+  return model_dir
+
+
+def _write_json(path, data):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(data, f, indent=2)

@@ -105,3 +105,15 @@ class MPNetPretrainModel(keras.Model):
           inputs["content_mask"], inputs["query_mask"], training=training)
     return self.lm_head(hidden, self.encoder.word_embeddings)
 
+
+  def hf_variable_map(self):
+    """Hugging Face MPNetForMaskedLM state-dict names (decoder tied to the embeddings)."""
+    out = {f"mpnet.{k}": v for k, v in mpnet.hf_variable_map(self.encoder).items()}
+    head = self.lm_head
+    out.update({"lm_head.dense.weight": (head.dense.kernel, True),
+                "lm_head.dense.bias": (head.dense.bias, False),
+                "lm_head.layer_norm.weight": (head.norm.gamma, False),
+                "lm_head.layer_norm.bias": (head.norm.beta, False),
+                "lm_head.decoder.weight": (self.encoder.word_embeddings, False),
+                "lm_head.bias": (head.bias, False)})
+    return out

@@ -96,3 +96,25 @@ def test_two_stream_sees_only_what_the_masks_allow():
                            np.zeros([1, 3, 8], bool))
   plain = enc(ids[:, :8], position_ids=cpos[:, :8] + 2, relative_ids=cpos[:, :8])
   np.testing.assert_allclose(full.numpy(), plain.numpy(), atol=1e-5)
+
+
+def test_pretraining_export_is_a_hugging_face_masked_lm(tmp_path):
+  """save_hf_weights of the pretraining model loads as MPNetForMaskedLM with equal logits."""
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  from modeling import mpnet_pretrain
+  config = mpnet.MPNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                             num_attention_heads=2, intermediate_size=32,
+                             max_position_embeddings=40)
+  model = mpnet_pretrain.MPNetPretrainModel(config).ensure_built()
+  rng = np.random.default_rng(0)
+  for v in model.lm_head.weights:
+    v.assign(rng.normal(0, 0.1, v.shape).astype(np.float32))
+  mpnet.save_hf_weights(model.hf_variable_map(), config, str(tmp_path), "MPNetForMaskedLM")
+  hf = transformers.MPNetForMaskedLM.from_pretrained(str(tmp_path)).eval()
+  ids = np.array([[0, 9, 10, 11, 2, 1], [0, 12, 13, 2, 1, 1]])
+  with torch.no_grad():
+    want = hf(torch.tensor(ids), attention_mask=torch.tensor(ids != 1).long()).logits.numpy()
+  hidden = model.encoder(ids, input_mask=(ids == 1).astype(np.float32))
+  got = model.lm_head(hidden, model.encoder.word_embeddings).numpy()
+  np.testing.assert_allclose(got[ids != 1], want[ids != 1], rtol=1e-5, atol=1e-5)

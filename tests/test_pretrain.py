@@ -96,8 +96,15 @@ def test_mpnet_objective_trains_from_the_same_records(tmp_path, recs, mode, perm
   from training.pretrain_task import PretrainTask
   task = PretrainTask(dataclasses.replace(task.config, objective="mpnet", mpnet_mode=mode,
                                           mpnet_permute=permute), config, task.run_config)
-  _, history = ph.train(task, tmp_path, steps_per_loop=10, save_every=60)
+  trainer, history = ph.train(task, tmp_path, steps_per_loop=10, save_every=60)
   assert history[-1] < history[0] - 0.5, history
+  # the export (Hugging Face layout) initialises a fine-tuning model's encoder
+  from modeling import mpnet_models
+  assert os.path.exists(tmp_path / "export" / "model.safetensors")
+  classifier = mpnet_models.MPNetClassifier(config)
+  mpnet_models.initialize(classifier, str(tmp_path / "export"), log=lambda m: None)
+  for ours, trained in zip(classifier.encoder.weights, trainer.model.encoder.weights):
+    np.testing.assert_array_equal(ours.numpy(), trained.numpy())
 
 
 MIRRORED = r"""

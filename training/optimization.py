@@ -54,14 +54,16 @@ def layer_decay_multipliers(model, decay_rate):
   """
   if decay_rate == 1.0:
     return {}
-  n = model.config.n_layer
+  n = getattr(model.config, "n_layer", None) or model.config.num_hidden_layers   # XLNet, MPNet
   out = {}
   for var in model.trainable_variables:
     path = var.path
-    layer = re.search(r"/layer_(\d+)/", path)
+    layer = re.search(r"/layer_(\d+)[/_]", path)
     name = path.rsplit("/", 1)[-1]
     if layer:
       out[path] = decay_rate ** (n - 1 - int(layer.group(1)))
+    elif re.match(r"(.*/)?mpnet/", path):   # MPNet embeddings and shared relative bias
+      out[path] = decay_rate ** n
     elif "/transformer/" in path or path.startswith("transformer/"):
       if name in ("word_embedding", "mask_emb"):
         out[path] = decay_rate ** n

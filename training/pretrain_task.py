@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from data_utils import pipeline
 from data_utils.tokenization import MASK_ID
-from modeling import checkpoint, losses, mpnet_pretrain
+from modeling import checkpoint, losses, mpnet, mpnet_pretrain
 from modeling.models import XLNetPretrainModel
 from training.task import OptimizerConfig, Task
 
@@ -132,10 +132,12 @@ class PretrainTask(Task):
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def on_end(self, model, model_dir, log):
-    if self.mpnet:
-      log(f"MPNet weights: the native checkpoints in {model_dir}/ckpt")
-      return
     export = os.path.join(model_dir, "export")
+    if self.mpnet:
+      mpnet.save_hf_weights(model.hf_variable_map(), self.model_config, export,
+                            "MPNetForMaskedLM")
+      log(f"exported MPNet in the Hugging Face layout: {export}/config.json + model.safetensors")
+      return
     os.makedirs(export, exist_ok=True)
     self.model_config.to_json(os.path.join(export, "xlnet_config.json"))
     path = checkpoint.save_tf1_checkpoint(model, os.path.join(export, "xlnet_model.ckpt"))

@@ -1,0 +1,155 @@
+"""MPNet fine-tuning models: classifier, multiple choice (RACE) and SQuAD.
+
+All read the content stream of modeling/mpnet.py's encoder (fine-tuning has no
+query stream) on rows laid out as `<s> A </s></s> B </s>`, right padded
+(finetuning/layouts.py). Inputs are the dicts the XLNet models take:
+input_ids int [B, L] and input_mask [B, L] (1 on padding); seg_ids are ignored.
+
+  MPNetClassifier   Hugging Face's MPNetForSequenceClassification head on <s>:
+                    dropout, dense + tanh, dropout, out_proj -> [B, n_class] ([B]
+                    for regression); `hf_variable_map` names its weights.
+  MPNetRaceModel    MPNetForMultipleChoice: pooler (dense + tanh on <s>), dropout,
+                    dense(1) over each of C rows -> [B, C].
+  MPNetSquadModel   the XLNet SQuAD head (start, end conditioned on the start,
+                    answerability from <s>) over MPNet's hidden states.
+"""
+
+import keras
+import tensorflow as tf
+
+from modeling import mpnet
+from modeling.heads.squad_head import SquadHead
+from modeling.layers import dropout as dropout_lib
+
+
+def _config(config):
+  return mpnet.MPNetConfig(**config) if isinstance(config, dict) else config
+
+
+class _MPNetModel(keras.Model):
+  """The encoder, config round trip and Hugging Face weight names."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = _config(config)
+    self.encoder = mpnet.MPNetEncoder(self.config)
+    self.initializer = keras.initializers.TruncatedNormal(stddev=0.02)
+    self.dropout = dropout_lib.Dropout(self.config.hidden_dropout_prob)
+
+  def encode(self, inputs, training=False):
+    """-> [B, L, D] last hidden states."""
+    return self.encoder(inputs["input_ids"], input_mask=inputs.get("input_mask"),
+                        training=training)
+
+  def dense(self, units, name, activation=None):
+    return keras.layers.Dense(units, activation=activation, kernel_initializer=self.initializer,
+                              name=name)
+
+  def dummy_inputs(self, batch=2, seq_len=4):
+    return {"input_ids": tf.fill([batch, seq_len], 5),
+            "input_mask": tf.zeros([batch, seq_len], tf.float32)}
+
+  def ensure_built(self):
+    if not self.built or not self.encoder.built:
+      self(self.dummy_inputs(), training=False)
+    return self
+
+  def hf_variable_map(self):
+    """{Hugging Face state-dict name: (variable, transpose?)} of encoder + head."""
+    out = {f"mpnet.{k}": v for k, v in mpnet.hf_variable_map(self.encoder).items()}
+    for hf_name, layer in self.hf_heads().items():
+      out[f"{hf_name}.weight"] = (layer.kernel, True)
+      if layer.use_bias:
+        out[f"{hf_name}.bias"] = (layer.bias, False)
+    return out
+
+  def hf_heads(self):
+    return {}
+
+  def get_config(self):
+    return {"config": self.config.to_dict(), "name": self.name}
+
+
+class MPNetClassifier(_MPNetModel):
+  """Sequence classification / regression on the <s> token."""
+
+  def __init__(self, config, n_class=2, regression=False, **kwargs):
+    super().__init__(config, **kwargs)
+    self.n_class, self.regression = n_class, regression
+    d = self.config.hidden_size
+    self.head_dense = self.dense(d, "classifier_dense", "tanh")
+    self.head_out = self.dense(1 if regression else n_class, "classifier_out_proj")
+
+  def call(self, inputs, training=False):
+    x = self.dropout(self.encode(inputs, training)[:, 0], training=training)
+    logits = self.head_out(self.dropout(self.head_dense(x), training=training))
+    return logits[:, 0] if self.regression else logits
+
+  def hf_heads(self):
+    return {"classifier.dense": self.head_dense, "classifier.out_proj": self.head_out}
+
+  def get_config(self):
+    return {**super().get_config(), "n_class": self.n_class, "regression": self.regression}
+
+
+class MPNetRaceModel(_MPNetModel):
+  """Multiple choice: inputs [B, C, L] -> logits [B, C]."""
+
+  def __init__(self, config, **kwargs):
+    super().__init__(config, **kwargs)
+    self.pooler = self.dense(self.config.hidden_size, "pooler_dense", "tanh")
+    self.choice = self.dense(1, "classifier")
+
+  def dummy_inputs(self, batch=2, seq_len=4, n_choice=4):
+    return {k: tf.stack([v] * n_choice, axis=1)
+            for k, v in super().dummy_inputs(batch, seq_len).items()}
+
+  def call(self, inputs, training=False):
+    shape = tf.shape(inputs["input_ids"])
+    flat = {k: tf.reshape(inputs[k], [-1, shape[2]]) for k in ("input_ids", "input_mask")}
+    pooled = self.pooler(self.encode(flat, training)[:, 0])
+    logits = self.choice(self.dropout(pooled, training=training))
+    return tf.reshape(logits, [shape[0], shape[1]])
+
+  def hf_heads(self):
+    return {"mpnet.pooler.dense": self.pooler, "classifier": self.choice}
+
+
+class MPNetSquadModel(_MPNetModel):
+  """SQuAD: the outputs of modeling/heads/squad_head.py (cls_index 0 = <s>)."""
+
+  def __init__(self, config, start_n_top=5, end_n_top=5, **kwargs):
+    super().__init__(config, **kwargs)
+    self.start_n_top, self.end_n_top = start_n_top, end_n_top
+    self.head = SquadHead(start_n_top, end_n_top, dropout=self.config.hidden_dropout_prob,
+                          kernel_initializer=self.initializer, name="squad_head")
+
+  def dummy_inputs(self, batch=2, seq_len=8):
+    inputs = super().dummy_inputs(batch, seq_len)
+    inputs.update(p_mask=tf.zeros([batch, seq_len], tf.float32),
+                  cls_index=tf.zeros([batch], tf.int32))
+    return inputs
+
+  def call(self, inputs, training=False):
+    hidden = self.encode(inputs, training)
+    return self.head(hidden, inputs["p_mask"], inputs["cls_index"],
+                     start_positions=inputs.get("start_positions"), training=training)
+
+  def get_config(self):
+    return {**super().get_config(), "start_n_top": self.start_n_top,
+            "end_n_top": self.end_n_top}
+
+
+def initialize(model, path, log=print):
+  """Fine-tuning init: a Hugging Face MPNet directory (config.json + model.safetensors, e.g.
+  run_pretrain.py --objective=mpnet's export) fills the encoder; anything else is read as a
+  checkpoint of this project."""
+  import os
+  from modeling import checkpoint
+  model.ensure_built()
+  if os.path.isdir(path) and any(os.path.exists(os.path.join(path, f))
+                                 for f in ("model.safetensors", "pytorch_model.bin")):
+    unused = mpnet.load_hf_weights(model.encoder, path)
+    log(f"init from {path}: MPNet encoder loaded ({len(unused)} other weights not used)")
+    return
+  log(f"init from {path}: {checkpoint.load_checkpoint(model, path)}")
