@@ -7,7 +7,9 @@ carried between steps. Median of N timed steps after warm-up.
 
 One run measures, side by side on this machine:
   - the machine's matmul peak (TensorFlow, 2048^3, float32 and bfloat16);
-  - ours: float32 and mixed_bfloat16, the step under XLA;
+  - ours: float32 and mixed_bfloat16, the step under XLA (--xla=full), with TF matmuls +
+    XLA element-wise clusters (--xla=fusible) and as a plain tf.function;
+  - ours, MPNet at the same sizes (c = 43 predicted, no memory): float32 XLA, bf16 fusible;
   - Model Garden's TF2 XLNet (tf-models-official, in its own virtual env given by
     --mg_python), eager tf.function and XLA.
 
@@ -104,6 +106,44 @@ def ours(policy, n_steps, xla="full"):
   return _time(run_step, n_steps)
 
 
+def mpnet_step(policy, n_steps, xla="full"):
+  """MPNet (modeling/mpnet_pretrain.py) at the same sizes: 6 x 512, vocab 32000, seq 256,
+  c = 43 predicted (content stream n + c = 299, query stream c), batch 8, no memory."""
+  import keras
+  import numpy as np
+  import tensorflow as tf
+  sys.path.insert(0, ROOT)
+  from modeling import losses, mpnet, mpnet_pretrain
+  from training import optimization
+  from training import trainer as trainer_lib
+  keras.config.set_dtype_policy(policy)
+  config = mpnet.MPNetConfig(vocab_size=V, hidden_size=D, num_hidden_layers=LAYERS,
+                             num_attention_heads=H, intermediate_size=INNER,
+                             max_position_embeddings=L + 2)
+  model = mpnet_pretrain.MPNetPretrainModel(config).ensure_built()
+  rng = np.random.default_rng(0)
+  ids = tf.constant(rng.integers(9, V, [B, L]), tf.int32)
+  is_masked = np.zeros([B, L], bool)
+  for b in range(B):
+    is_masked[b, rng.choice(L, P, replace=False)] = True
+  is_masked = tf.constant(is_masked)
+  rank = tf.constant(np.stack([rng.permutation(L) for _ in range(B)]), tf.int32)
+  opt = optimization.AdamWeightDecay(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
+  opt.build(model.trainable_variables)
+
+  @trainer_lib.compile_step(xla)
+  def step(seed):
+    inputs = mpnet_pretrain.build_inputs(ids, is_masked, rank, P, seed, vocab_size=V)
+    with tf.GradientTape() as tape:
+      loss = losses.lm_loss(model(inputs, training=True), inputs["targets"])
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+  seed = tf.constant([1, 2])
+  return _time(lambda: float(step(seed)), n_steps)
+
+
 def model_garden(mode, n_steps):
   import numpy as np
   import tensorflow as tf
@@ -158,6 +198,9 @@ def child(args):
   elif args.what.startswith("ours:"):
     _, policy, mode = args.what.split(":")
     result = ours(policy, args.steps, xla=mode)
+  elif args.what.startswith("mpnet:"):
+    _, policy, mode = args.what.split(":")
+    result = mpnet_step(policy, args.steps, xla=mode)
   else:
     result = model_garden(args.what.split(":")[1], args.steps)
   print("RESULT " + json.dumps(result))
@@ -187,6 +230,10 @@ def main():
                         ("off", "tf.function")):
       rows[f"ours {policy} ({label})"] = run_child(sys.executable, f"ours:{policy}:{mode}",
                                                    args.steps)
+  for policy, mode, label in (("float32", "full", "XLA"),
+                              ("mixed_bfloat16", "fusible", "XLA fusible ops")):
+    rows[f"ours MPNet {policy} ({label})"] = run_child(sys.executable, f"mpnet:{policy}:{mode}",
+                                                       args.steps)
   if args.mg_python:
     for mode, label in (("off", "tf.function"), ("full", "XLA"), ("fusible", "XLA fusible ops")):
       rows[f"Model Garden float32 ({label})"] = run_child(args.mg_python, f"mg:{mode}",
