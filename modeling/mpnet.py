@@ -249,19 +249,16 @@ def hf_variable_map(encoder):
 
 
 def read_hf_weights(model_dir):
-  """Arrays of `model.safetensors` (no torch needed) or `pytorch_model.bin` (needs torch)."""
+  """Arrays of `model.safetensors` or `pytorch_model.bin` (both read without torch; only the
+  legacy pre-zip .bin format needs it)."""
   st = os.path.join(model_dir, "model.safetensors")
   if os.path.exists(st):
     from safetensors.numpy import load_file
     return load_file(st)
   binary = os.path.join(model_dir, "pytorch_model.bin")
   if os.path.exists(binary):
-    try:
-      import torch
-    except ImportError:
-      raise ValueError(f"{binary}: reading a .bin needs torch; convert it to model.safetensors") \
-          from None
-    return {k: v.numpy() for k, v in torch.load(binary, map_location="cpu").items()}
+    from modeling import torch_pickle
+    return torch_pickle.load_state_dict(binary)
   raise FileNotFoundError(f"{model_dir}: no model.safetensors or pytorch_model.bin")
 
 

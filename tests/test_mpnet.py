@@ -118,3 +118,39 @@ def test_pretraining_export_is_a_hugging_face_masked_lm(tmp_path):
   hidden = model.encoder(ids, input_mask=(ids == 1).astype(np.float32))
   got = model.lm_head(hidden, model.encoder.word_embeddings).numpy()
   np.testing.assert_allclose(got[ids != 1], want[ids != 1], rtol=1e-5, atol=1e-5)
+
+
+def test_pytorch_bin_is_read_without_torch(tmp_path):
+  """A pytorch_model.bin written by Hugging Face loads through modeling/torch_pickle.py (no torch
+  import) with the same arrays as torch.load, and the encoder then equals HF's MPNetModel."""
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  from modeling import torch_pickle
+  config = transformers.MPNetConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2,
+                                    num_attention_heads=2, intermediate_size=32,
+                                    max_position_embeddings=30)
+  torch.manual_seed(0)
+  hf = transformers.MPNetModel(config).eval()
+  hf.embeddings.word_embeddings.weight.data[3, :4] = torch.tensor([1.5, -2.0, 0.25, 7.0])
+  state = hf.state_dict()
+  torch.save(state, tmp_path / "pytorch_model.bin")
+  ours = torch_pickle.load_state_dict(str(tmp_path / "pytorch_model.bin"))
+  assert set(ours) == set(state)
+  for k, v in state.items():
+    np.testing.assert_array_equal(ours[k], v.numpy(), err_msg=k)
+  transposed = {k: v.t().contiguous() if v.dim() == 2 else v for k, v in state.items()}
+  torch.save(transposed, tmp_path / "t.bin")          # non-trivial strides survive too
+  back = torch_pickle.load_state_dict(str(tmp_path / "t.bin"))
+  np.testing.assert_array_equal(back["encoder.layer.0.attention.attn.q.weight"],
+                                state["encoder.layer.0.attention.attn.q.weight"].t().numpy())
+  hf.config.to_json_file(str(tmp_path / "config.json"))
+  encoder = mpnet.MPNetEncoder(mpnet.MPNetConfig.from_json(str(tmp_path / "config.json")))
+  mpnet.load_hf_weights(encoder, str(tmp_path))
+  ids = np.array([[0, 5, 6, 7, 2], [0, 8, 2, 1, 1]])
+  with torch.no_grad():
+    want = hf(torch.tensor(ids), attention_mask=torch.tensor(ids != 1).long())[0].numpy()
+  got = encoder(ids, input_mask=(ids == 1).astype(np.float32)).numpy()
+  np.testing.assert_allclose(got[ids != 1], want[ids != 1], rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="not a zip-format"):
+    (tmp_path / "bad.bin").write_bytes(b"not a zip")
+    torch_pickle.load_state_dict(str(tmp_path / "bad.bin"))
