@@ -1,136 +1,66 @@
-"""The main job on an embedded default: no downloads, a few seconds on a CPU.
+"""The main job: the whole system on this machine, offline, with a report at the end.
 
-Today it shows the model end to end: it builds a small XLNet, writes it as a
-checkpoint under the original release's TF1 variable names, loads that
-checkpoint into a fresh model (as a released checkpoint would be loaded), checks
-the two give identical two-stream outputs with memory, trains a few XLA-compiled
-steps of the permutation LM loss, and saves both checkpoint formats.
+From the docstrings of Python's standard library it derives a pretraining corpus and three
+task sets (module classification in the DBpedia CSV layout, SQuAD 2.0 JSON, RACE JSON), trains
+a SentencePiece model, writes pretraining records, pretrains the same small model with three
+objectives (plm, mlm, mpnet) on the same budget, fine-tunes those and an unpretrained model the
+same way, and writes a report (Markdown + plots). Every stage runs the entry script a user would
+call; a rerun skips what is done. See reproduction/pipeline.py for the stage list.
 
-    python quickstart.py [--output_dir output/quickstart] [--steps 20]
+    python quickstart.py [--preset small|tiny|base] [--output_dir output/quickstart]
+
+small (default): about 20 minutes on 2 CPU cores; tiny: the toy size of the test (about a
+minute); base: a longer run (about 2 hours on 2 CPU cores).
 """
 
 import os
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app
+from absl import flags
 
-from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from reproduction import pipeline as pipeline_lib
+from reproduction import report
+from reproduction.presets import PRESETS
 
-from modeling import checkpoint, losses  # noqa: E402
-from modeling.config import RunConfig, XLNetConfig  # noqa: E402
-from modeling.models import XLNetPretrainModel  # noqa: E402
-
-flags.DEFINE_string("output_dir", "output/quickstart", "Where the checkpoints are written.")
-flags.DEFINE_integer("steps", 20, "Training steps to run (XLA-compiled).")
-flags.DEFINE_integer("seed", 0, "Seed of the weights and the toy batch.")
+flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy, the test), "
+                  "small (default, ~20 min on 2 CPU cores), base (longer).")
+flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is written (a rerun "
+                    "with the same flags resumes; another preset needs another directory).")
+flags.DEFINE_integer("seed", 0, "Seed of the data split, the derived sets, the tokenizer, the "
+                     "records and pretraining (fine-tuning uses the preset's seeds).")
 FLAGS = flags.FLAGS
-
-CONFIG = XLNetConfig(n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64, n_token=100)
-BATCH, SEQ_LEN, NUM_PREDICT, MEM_LEN = 4, 16, 4, 8
-
-
-def log(stage, message):
-  print(f"[{stage}] {message}", flush=True)
-
-
-def toy_batch(rng):
-  """A permutation-LM batch: random factorization order, NUM_PREDICT targets."""
-  ids = rng.integers(9, CONFIG.n_token, [BATCH, SEQ_LEN]).astype(np.int32)
-  seg = np.zeros([BATCH, SEQ_LEN], np.int32)
-  seg[:, SEQ_LEN // 2:] = 1
-  ids[:, -1], seg[:, -1] = 3, 2  # <cls>
-  perm_mask = np.zeros([BATCH, SEQ_LEN, SEQ_LEN], np.float32)
-  mapping = np.zeros([BATCH, NUM_PREDICT, SEQ_LEN], np.float32)
-  for b in range(BATCH):
-    targets = np.sort(rng.choice(SEQ_LEN - 1, NUM_PREDICT, replace=False))
-    rank = np.argsort(rng.permutation(SEQ_LEN))
-    is_target = np.isin(np.arange(SEQ_LEN), targets)
-    # 1 = blocked: everyone is blocked from a target unless it is a target later in the order
-    perm_mask[b] = is_target[None, :] & ~(is_target[:, None] & (rank[None, :] < rank[:, None]))
-    mapping[b, np.arange(NUM_PREDICT), targets] = 1.0
-  target = np.take_along_axis(ids, mapping.argmax(-1), axis=1)
-  batch = {"input_ids": ids, "seg_ids": seg, "perm_mask": perm_mask, "target_mapping": mapping,
-           "input_mask": np.zeros([BATCH, SEQ_LEN], np.float32), "target": target}
-  return {k: tf.constant(v) for k, v in batch.items()}
 
 
 def main(argv):
   del argv
-  tf.get_logger().setLevel("ERROR")
-  logging.set_verbosity(logging.WARNING)
   start = time.time()
-  keras.utils.set_random_seed(FLAGS.seed)
-  out = FLAGS.output_dir
-  os.makedirs(out, exist_ok=True)
-  run = RunConfig(dropout=0.0, dropatt=0.0, mem_len=MEM_LEN, reuse_len=SEQ_LEN // 2,
-                  bi_data=True)
-
-  log("1/5 build", f"XLNet {CONFIG.n_layer} layers, d_model {CONFIG.d_model}, "
-      f"{CONFIG.n_head} heads, vocab {CONFIG.n_token}; bi_data, mem_len {MEM_LEN}")
-  model = XLNetPretrainModel(CONFIG, run).ensure_built()
-  n_params = sum(int(np.prod(v.shape)) for v in model.weights)
-  config_path = os.path.join(out, "xlnet_config.json")
-  CONFIG.to_json(config_path)
-  log("1/5 build", f"{n_params:,} parameters in {len(model.weights)} variables; "
-      f"config -> {config_path}")
-
-  tf1_path = checkpoint.save_tf1_checkpoint(model, os.path.join(out, "tf1", "xlnet_model.ckpt"))
-  names = sorted(model.tf1_variables())
-  log("2/5 save", f"release-named TF1 checkpoint -> {tf1_path} ({len(names)} variables, "
-      f"e.g. {names[0]})")
-
-  reloaded = XLNetPretrainModel(XLNetConfig.from_json(config_path), run)
-  report = checkpoint.load_tf1_checkpoint(reloaded, tf1_path, require_all=True)
-  log("3/5 load", report.summary())
-
-  rng = np.random.default_rng(FLAGS.seed)
-  batch = toy_batch(rng)
-  mems = tf.zeros([CONFIG.n_layer, BATCH, MEM_LEN, CONFIG.d_model])
-  a, b = model(batch, mems=mems), reloaded(batch, mems=mems)
-  diff = float(tf.reduce_max(tf.abs(a["logits"] - b["logits"])))
-  log("3/5 load", f"two-stream forward: logits {tuple(b['logits'].shape)}, new memory "
-      f"{tuple(b['new_mems'].shape)}; max difference original vs reloaded = {diff:.1e}")
-  if diff != 0.0:
-    sys.exit("quickstart: the reloaded model differs from the original")
-
-  optimizer = keras.optimizers.AdamW(learning_rate=1e-2, weight_decay=0.01)
-
-  @tf.function(jit_compile=True)
-  def train_step(batch, mems):
-    with tf.GradientTape() as tape:
-      out = reloaded(batch, mems=mems, training=True)
-      loss = losses.lm_loss(out["logits"], batch["target"])
-    grads = tape.gradient(loss, reloaded.trainable_variables)
-    optimizer.apply_gradients(zip(grads, reloaded.trainable_variables))
-    return loss, out["new_mems"]
-
-  compile_start = time.time()
-  loss, mems = train_step(batch, mems)
-  log("4/5 train", f"step 1/{FLAGS.steps} loss {float(loss):.3f} "
-      f"(XLA compile + step: {time.time() - compile_start:.1f}s)")
-  step_start = time.time()
-  for step in range(2, FLAGS.steps + 1):
-    loss, mems = train_step(batch, mems)
-    if step % 5 == 0 or step == FLAGS.steps:
-      rate = (step - 1) / (time.time() - step_start)
-      log("4/5 train", f"step {step}/{FLAGS.steps} loss {float(loss):.3f} "
-          f"({rate:.1f} steps/s, ETA {(FLAGS.steps - step) / rate:.0f}s)")
-
-  native = checkpoint.save_native_checkpoint(reloaded, os.path.join(out, "native", "ckpt"))
-  trained_tf1 = checkpoint.save_tf1_checkpoint(
-      reloaded, os.path.join(out, "trained", "xlnet_model.ckpt"), global_step=FLAGS.steps)
-  log("5/5 save", f"trained model -> {trained_tf1} (release names) and {native} (native TF2)")
-  print(f"\nDone in {time.time() - start:.0f}s. Outputs in {out}/:\n"
-        f"  xlnet_config.json        model config (release keys)\n"
-        f"  tf1/xlnet_model.ckpt     random-initialised model, release TF1 names\n"
-        f"  trained/xlnet_model.ckpt after {FLAGS.steps} steps, release TF1 names\n"
-        f"  native/ckpt              the same, native TF2 checkpoint")
+  preset = PRESETS[FLAGS.preset]
+  output_dir = FLAGS.output_dir
+  if FLAGS.preset != "small" and output_dir == flags.FLAGS["output_dir"].default:
+    output_dir = f"{output_dir}-{FLAGS.preset}"
+  pipe = pipeline_lib.Pipeline(preset, output_dir, seed=FLAGS.seed)
+  pipe.log("quickstart", f"preset {preset.name}: {len(pipe.stages())} stages -> {pipe.out}")
+  try:
+    _, times = pipe.run(finish=report.write_report)
+  except pipeline_lib.StageError as e:
+    sys.exit(f"quickstart: {e}")
+  out = pipe.out
+  rel = lambda path: os.path.relpath(path)  # noqa: E731
+  print(f"\nDone in {pipeline_lib.format_duration(time.time() - start)} (stage total "
+        f"{pipeline_lib.format_duration(sum(times.values()))}). Outputs in {rel(out)}/:\n"
+        f"  report.md         the report: what the run shows, with plots/*.png\n"
+        f"  results.json      the aggregated numbers\n"
+        f"  data/             corpus.txt, classify/ (DBpedia CSV), squad/ (SQuAD 2.0), RACE/\n"
+        f"  tokenizer/        spiece.model (XLNet symbols)\n"
+        f"  records/          pretraining TFRecords (shared by plm, mlm, mpnet)\n"
+        f"  models/           xlnet_config.json, mpnet_config.json\n"
+        f"  pretrain/OBJ/     checkpoints, TensorBoard logs, export/ (per objective)\n"
+        f"  finetune/TASK/ARM/seedN/   fine-tuned models, predictions\n"
+        f"  logs/STAGE.log    each stage's command line and output\n"
+        f"  stages/STAGE.json each finished stage's results (a rerun skips these stages)",
+        flush=True)
 
 
 if __name__ == "__main__":

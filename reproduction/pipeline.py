@@ -1,0 +1,405 @@
+"""The quickstart reproduction: resumable stages, each through the entry script a user would call.
+
+Stages, in order (Pipeline.stages):
+  data                    derive the corpus and the three task sets from the stdlib docstrings
+  tokenizer               data_utils/train_tokenizer.py (SentencePiece, XLNet symbols)
+  records                 data_utils/create_pretrain_data.py (one record set for all objectives)
+  configs                 xlnet_config.json and an MPNet config.json of comparable size
+  then for each arm (none = no pretraining, plm, mlm, mpnet):
+  pretrain-ARM            run_pretrain.py --objective=ARM (not for none)
+  classify-ARM-sSEED      run_classifier.py --task_name=dbpedia on the module-classification set
+  squad-ARM-sSEED         run_squad.py on the SQuAD 2.0 set
+  race-ARM-sSEED          run_race.py on the RACE set
+  report                  report.md + plots (always rewritten)
+
+A script stage's stdout and stderr go to OUTPUT_DIR/logs/STAGE.log; when it succeeds, its
+parsed results go to OUTPUT_DIR/stages/STAGE.json (written atomically), and a rerun skips every
+stage that has that file. A failing stage stops the run with StageError: one line naming the
+stage and its log.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+from reproduction import tasks
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARMS = ("none", "plm", "mlm", "mpnet")
+OBJECTIVES = ("plm", "mlm", "mpnet")
+_STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
+_RELAY = ("eval at step", "done:", "wrote ", "exported", "init from", "using the best")
+
+
+class StageError(RuntimeError):
+  """A stage failed; the message is one line naming the stage and its log file."""
+
+
+@dataclasses.dataclass
+class Stage:
+  name: str
+  what: str                   # one line for the console
+  estimate_s: float           # for the ETA
+  argv: list = None           # script + flags, run with this Python from the repository root
+  fn: object = None           # or an in-process function -> results dict
+  parse: object = None        # log text -> results dict (script stages)
+
+
+def format_duration(seconds):
+  seconds = max(0, int(round(seconds)))
+  if seconds < 60:
+    return f"{seconds}s"
+  if seconds < 3600:
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+  return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+# ---- parsing of the scripts' output ---------------------------------------------------------
+def training_curve(text):
+  """[(step, loss)] from the trainer's log lines ("step N/T loss X ...")."""
+  curve = []
+  for line in text.splitlines():
+    m = _STEP.match(line.strip())
+    if m:
+      curve.append((int(m.group(1)), float(m.group(3))))
+  return curve
+
+
+def last_json(text, key):
+  """The last line of `text` that is a JSON object holding `key`."""
+  for line in reversed(text.splitlines()):
+    line = line.strip()
+    if line.startswith("{") and line.endswith("}"):
+      try:
+        data = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      if key in data:
+        return data
+  return None
+
+
+def parse_records(text):
+  m = re.search(r"([\d,]+) records, ([\d,]+) tokens", text)
+  return {"records": int(m.group(1).replace(",", "")),
+          "tokens": int(m.group(2).replace(",", ""))} if m else {}
+
+
+def parse_pretrain(text):
+  curve = training_curve(text)
+  rates = [float(m.group(1).replace(",", "")) for m in re.finditer(r"([\d,]+) tokens/s", text)]
+  return {"curve": curve, "final_loss": curve[-1][1] if curve else None,
+          "tokens_per_s": sorted(rates)[len(rates) // 2] if rates else None}
+
+
+def _parse_finetune(key):
+  def parse(text):
+    return {"curve": training_curve(text), "metrics": last_json(text, key)}
+  return parse
+
+
+# ---- parameter counts (formulas; the XLNet one equals the release's 116,750,336 for Base) ------
+def xlnet_params(p):
+  d_head = p.d_model // p.n_head
+  per_layer = (5 * p.d_model * p.n_head * d_head + 2 * p.d_model * p.d_inner + p.d_inner
+               + p.d_model + 4 * p.d_model)
+  return (p.vocab_size * p.d_model + p.d_model + 5 * p.n_layer * p.n_head * d_head
+          + p.n_layer * per_layer + p.vocab_size)
+
+
+def mpnet_params(p, max_positions, buckets=32):
+  d = p.d_model
+  per_layer = 4 * (d * d + d) + 2 * d + 2 * d * p.d_inner + p.d_inner + d + 2 * d
+  head = d * d + d + 2 * d + p.vocab_size        # LM head: dense, LayerNorm, bias (tied)
+  return p.vocab_size * d + max_positions * d + 2 * d + buckets * p.n_head + (
+      p.n_layer * per_layer) + head
+
+
+class Pipeline:
+  """Builds the stage list for a preset and runs it (resuming), printing progress and ETA."""
+
+  def __init__(self, preset, output_dir, seed=0, log=None, python=sys.executable):
+    self.p, self.seed, self.python = preset, seed, python
+    self.out = os.path.abspath(output_dir)
+    self.log = log or (lambda stage, message: print(f"[{stage}] {message}", flush=True))
+    self.data = os.path.join(self.out, "data")
+    self.spm = os.path.join(self.out, "tokenizer", "spiece.model")
+    self.records = os.path.join(self.out, "records")
+    self.models = os.path.join(self.out, "models")
+    # MPNet's absolute positions start after the pad id (5): room for the longest sequence
+    # of pretraining and fine-tuning (fine-tuning rows are longer than pretraining ones here).
+    self.mpnet_max_positions = max(preset.seq_len, preset.cls_seq_len, preset.qa_seq_len) + 8
+
+  # ---- paths ----------------------------------------------------------------------------
+  def path(self, *parts):
+    return os.path.join(self.out, *parts)
+
+  def pretrain_dir(self, objective):
+    return self.path("pretrain", objective)
+
+  def finetune_dir(self, task, arm, seed):
+    return self.path("finetune", task, arm, f"seed{seed}")
+
+  def stage_file(self, name):
+    return self.path("stages", f"{name}.json")
+
+  def log_file(self, name):
+    return self.path("logs", f"{name}.log")
+
+  # ---- the stages -----------------------------------------------------------------------
+  def stages(self):
+    p = self.p
+    out = [
+        Stage("data", "derive the pretraining corpus and the three task sets", 15,
+              fn=self._make_data),
+        Stage("tokenizer", f"SentencePiece, {p.vocab_size} pieces", 10, argv=[
+            "data_utils/train_tokenizer.py", f"--input_glob={self.data}/corpus.txt",
+            f"--model_prefix={self.spm[:-len('.model')]}", f"--vocab_size={p.vocab_size}",
+            f"--seed={self.seed}"], parse=lambda text: {}),
+        Stage("records", f"pretraining records, seq_len {p.seq_len}, {p.num_predict} targets",
+              10, argv=[
+                  "data_utils/create_pretrain_data.py", f"--input_glob={self.data}/corpus.txt",
+                  f"--sp_model={self.spm}", f"--output_dir={self.records}",
+                  f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}",
+                  f"--bsz_per_host={p.batch}", f"--num_predict={p.num_predict}", "--nobi_data",
+                  f"--seed={self.seed}"], parse=parse_records),
+        Stage("configs", "model configs of comparable size", 1, fn=self._make_configs),
+    ]
+    for arm in p.arms:
+      if arm != "none":
+        out.append(self._pretrain_stage(arm))
+      out += [self._classify_stage(arm, s) for s in p.seeds]
+      if arm in p.squad_arms:
+        out += [self._squad_stage(arm, s) for s in p.qa_seeds]
+      if arm in p.race_arms:
+        out += [self._race_stage(arm, s) for s in p.qa_seeds]
+    return out
+
+  def _pretrain_stage(self, objective):
+    p = self.p
+    config = os.path.join(self.models, "mpnet_config.json" if objective == "mpnet"
+                          else "xlnet_config.json")
+    argv = ["run_pretrain.py", f"--objective={objective}", f"--record_dir={self.records}",
+            f"--model_config_path={config}", f"--model_dir={self.pretrain_dir(objective)}",
+            f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}", f"--bsz_per_host={p.batch}",
+            f"--num_predict={p.num_predict}", "--nobi_data",
+            f"--mem_len={0 if objective == 'mpnet' else p.mem_len}",
+            f"--train_steps={p.pretrain_steps}", f"--learning_rate={p.pretrain_lr}",
+            f"--warmup_steps={p.warmup}", f"--save_every={p.pretrain_steps}",
+            f"--steps_per_loop={p.steps_per_loop}", f"--dropout={p.dropout}",
+            f"--dropatt={p.dropout}", f"--seed={self.seed}"]
+    return Stage(f"pretrain-{objective}", f"{p.pretrain_steps} steps of {objective}",
+                 p.overhead_s + p.pretrain_steps * p.pretrain_step_s, argv=argv,
+                 parse=parse_pretrain)
+
+  def _model_flags(self, arm):
+    """Flags that pick the model and its initialisation for a fine-tuning arm."""
+    if arm == "mpnet":
+      export = os.path.join(self.pretrain_dir("mpnet"), "export")
+      return ["--model_type=mpnet", f"--model_config_path={export}/config.json",
+              f"--init_checkpoint={export}"]
+    if arm == "none":
+      return [f"--model_config_path={self.models}/xlnet_config.json"]
+    export = os.path.join(self.pretrain_dir(arm), "export")
+    return [f"--model_config_path={export}/xlnet_config.json",
+            f"--init_checkpoint={export}/xlnet_model.ckpt"]
+
+  def _finetune_flags(self, task, arm, seed, steps, lr):
+    p = self.p
+    # One evaluation, at the end (save_every = steps): the evaluation split never picks a
+    # checkpoint, so the numbers are not tuned on it.
+    return ([f"--sp_model={self.spm}", f"--model_dir={self.finetune_dir(task, arm, seed)}",
+             f"--train_steps={steps}", f"--warmup_steps={max(1, steps // 10)}",
+             f"--learning_rate={lr}", f"--save_every={steps}",
+             f"--steps_per_loop={min(p.steps_per_loop, steps)}", f"--dropout={p.dropout}",
+             f"--dropatt={p.dropout}", f"--seed={seed}"] + self._model_flags(arm))
+
+  def _classify_stage(self, arm, seed):
+    p = self.p
+    argv = (["run_classifier.py", "--task_name=dbpedia", f"--data_dir={self.data}/classify",
+             "--eval_split=test", f"--max_seq_length={p.cls_seq_len}",
+             f"--train_batch_size={p.cls_batch}", "--do_train", "--do_eval"]
+            + self._finetune_flags("classify", arm, seed, p.cls_steps, p.cls_lr))
+    return Stage(f"classify-{arm}-s{seed}", f"module classification, {arm}, seed {seed}",
+                 p.overhead_s + p.cls_steps * p.finetune_step_s, argv=argv,
+                 parse=_parse_finetune("accuracy"))
+
+  def _squad_stage(self, arm, seed):
+    p = self.p
+    argv = (["run_squad.py", "--do_train", "--do_predict",
+             f"--train_file={self.data}/squad/train-v2.0.json",
+             f"--predict_file={self.data}/squad/dev-v2.0.json",
+             f"--max_seq_length={p.qa_seq_len}", f"--doc_stride={p.qa_seq_len // 2}",
+             f"--max_query_length={p.qa_seq_len // 2}", f"--train_batch_size={p.qa_batch}",
+             "--lr_layer_decay_rate=1.0"]
+            + self._finetune_flags("squad", arm, seed, p.qa_steps, p.qa_lr))
+    est = p.overhead_s + p.qa_steps * p.finetune_step_s * p.qa_seq_len / p.cls_seq_len
+    return Stage(f"squad-{arm}-s{seed}", f"SQuAD 2.0 format, {arm}, seed {seed}", est,
+                 argv=argv, parse=_parse_finetune("exact"))
+
+  def _race_stage(self, arm, seed):
+    p = self.p
+    argv = (["run_race.py", f"--data_dir={self.data}/RACE", "--eval_split=test",
+             f"--max_seq_length={p.qa_seq_len}", f"--max_qa_length={p.qa_seq_len // 2}",
+             f"--train_batch_size={max(1, p.qa_batch // 4)}", "--do_train", "--do_eval"]
+            + self._finetune_flags("race", arm, seed, p.qa_steps, p.qa_lr))
+    est = p.overhead_s + p.qa_steps * p.finetune_step_s * p.qa_seq_len / p.cls_seq_len
+    return Stage(f"race-{arm}-s{seed}", f"RACE format, {arm}, seed {seed}", est, argv=argv,
+                 parse=_parse_finetune("split"))
+
+  # ---- in-process stages ------------------------------------------------------------------
+  def _make_data(self):
+    p = self.p
+    docs = tasks.load_documents()
+    splits = tasks.split_documents(docs, self.seed)
+    n_docs, n_bytes = tasks.write_pretrain_corpus(splits["train"],
+                                                  os.path.join(self.data, "corpus.txt"))
+    classify = tasks.write_classification(splits, os.path.join(self.data, "classify"),
+                                          self.seed, p.train_per_class, p.test_per_class)
+    squad = tasks.write_squad(splits, os.path.join(self.data, "squad"), self.seed,
+                              p.squad_train, p.squad_eval, p.context_chars)
+    race = tasks.write_race(splits, os.path.join(self.data, "RACE"), self.seed, p.race_train,
+                            p.race_eval, p.context_chars)
+    return {"documents": len(docs), "splits": {k: len(v) for k, v in splits.items()},
+            "corpus": {"documents": n_docs, "bytes": n_bytes}, "classify": classify,
+            "squad": squad, "race": race}
+
+  def _make_configs(self):
+    import sentencepiece as spm
+    p = self.p
+    sp = spm.SentencePieceProcessor(model_file=self.spm)
+    vocab, pad = sp.get_piece_size(), sp.piece_to_id("<pad>")
+    if vocab != p.vocab_size or pad != 5:
+      raise ValueError(f"{self.spm}: {vocab} pieces, <pad> at {pad}; expected {p.vocab_size}, 5")
+    xlnet = {"n_layer": p.n_layer, "d_model": p.d_model, "n_head": p.n_head,
+             "d_head": p.d_model // p.n_head, "d_inner": p.d_inner, "ff_activation": "gelu",
+             "untie_r": True, "n_token": vocab}
+    mpnet = {"model_type": "mpnet", "vocab_size": vocab, "hidden_size": p.d_model,
+             "num_hidden_layers": p.n_layer, "num_attention_heads": p.n_head,
+             "intermediate_size": p.d_inner, "hidden_act": "gelu",
+             "hidden_dropout_prob": p.dropout, "attention_probs_dropout_prob": p.dropout,
+             "max_position_embeddings": self.mpnet_max_positions,
+             "relative_attention_num_buckets": 32, "layer_norm_eps": 1e-12, "pad_token_id": pad}
+    for name, config in (("xlnet_config.json", xlnet), ("mpnet_config.json", mpnet)):
+      tasks.atomic_write(os.path.join(self.models, name), json.dumps(config, indent=1) + "\n")
+    return {"xlnet": xlnet, "mpnet": mpnet, "xlnet_params": xlnet_params(p),
+            "mpnet_params": mpnet_params(p, self.mpnet_max_positions)}
+
+  # ---- running ----------------------------------------------------------------------------
+  def _check_run_file(self):
+    """OUTPUT_DIR/run.json records the preset and seed; another preset there is an error."""
+    run = {"preset": self.p.to_dict(), "seed": self.seed}
+    path = self.path("run.json")
+    if os.path.exists(path):
+      with open(path, encoding="utf-8") as f:
+        old = json.load(f)
+      if json.loads(json.dumps(run)) != old:
+        raise StageError(f"{self.out} holds a run made with other settings (preset "
+                         f"{old['preset']['name']} as defined then, seed {old['seed']}): pass "
+                         "another --output_dir or delete that one")
+    else:
+      tasks.atomic_write(path, json.dumps(run, indent=1) + "\n")
+
+  def _run_script(self, stage, eta):
+    log_path = self.log_file(stage.name)
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    cmd = [self.python, *stage.argv]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with open(log_path, "w", encoding="utf-8") as log_f, \
+         open(log_path, encoding="utf-8", errors="replace") as reader:
+      log_f.write(f"$ cd {ROOT} && {shlex.join(cmd)}\n\n")
+      log_f.flush()
+      proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_f, stderr=subprocess.STDOUT, env=env)
+      pending = ""
+      try:
+        while True:
+          done = proc.poll() is not None
+          pending += reader.read()
+          *lines, pending = pending.split("\n")
+          for line in lines:
+            self._relay(stage, line.strip(), eta)
+          if done:
+            break
+          time.sleep(0.5)
+      except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+      text = f.read()
+    if proc.returncode != 0:
+      lines = [l.strip() for l in text.splitlines() if l.strip()]
+      script = os.path.basename(stage.argv[0])
+      errors = [l for l in lines
+                if l.startswith(f"{script}:") or re.search(r"\w(Error|Exception)\b", l)]
+      last = (errors or lines or ["no output"])[-1][:300]
+      raise StageError(f"stage {stage.name} failed (exit {proc.returncode}): {last} "
+                       f"-- full log: {log_path}")
+    return stage.parse(text)
+
+  def _relay(self, stage, line, eta):
+    m = _STEP.match(line)
+    if m:
+      left = re.search(r"ETA (\d+)s", line)
+      stage_left = float(left.group(1)) if left else 0.0
+      self.log(stage.name, f"step {m.group(1)}/{m.group(2)} loss {float(m.group(3)):.3f}; "
+               f"stage ETA {format_duration(stage_left)}, run ETA "
+               f"{format_duration(stage_left + eta())}")
+    elif line.startswith(_RELAY) or (line.startswith("{") and line.endswith("}")):
+      self.log(stage.name, line[:160])
+
+  def run(self, finish=None):
+    """Runs every stage not done yet; then `finish(pipeline, results, times)` (the report).
+    Returns (results by stage, seconds by stage)."""
+    os.makedirs(self.out, exist_ok=True)
+    self._check_run_file()
+    stages = self.stages()
+    results, times = {}, {}
+    spent = {"actual": 0.0, "estimate": 0.0}
+    start = time.time()
+
+    def remaining(after):
+      # measured / estimated time so far, pulled towards 1 by a minute of prior
+      ratio = (spent["actual"] + 60.0) / (spent["estimate"] + 60.0)
+      todo = [s.estimate_s for s in stages[after + 1:] if s.name not in results]
+      return sum(todo) * ratio
+
+    for i, stage in enumerate(stages):
+      tag = f"{i + 1}/{len(stages)} {stage.name}"
+      done_file = self.stage_file(stage.name)
+      if os.path.exists(done_file):
+        with open(done_file, encoding="utf-8") as f:
+          saved = json.load(f)
+        results[stage.name], times[stage.name] = saved["results"], saved["seconds"]
+        self.log(tag, f"done in an earlier run ({format_duration(saved['seconds'])}), skipped")
+        continue
+      where = f"; log {self.log_file(stage.name)}" if stage.argv else ""
+      self.log(tag, f"{stage.what}{where}; run ETA {format_duration(remaining(i - 1))}")
+      t0 = time.time()
+      if stage.argv:
+        result = self._run_script(stage, lambda i=i: remaining(i))
+      else:
+        try:
+          result = stage.fn()
+        except (OSError, ValueError) as e:
+          raise StageError(f"stage {stage.name} failed: {e}") from None
+      seconds = time.time() - t0
+      spent["actual"] += seconds
+      spent["estimate"] += stage.estimate_s
+      results[stage.name], times[stage.name] = result, seconds
+      record = {"name": stage.name, "seconds": seconds, "results": result,
+                "command": ([os.path.basename(self.python), *stage.argv] if stage.argv
+                            else None)}
+      tasks.atomic_write(done_file, json.dumps(record, indent=1) + "\n")
+      self.log(tag, f"done in {format_duration(seconds)} (elapsed "
+               f"{format_duration(time.time() - start)}, run ETA "
+               f"{format_duration(remaining(i))})")
+    if finish:
+      finish(self, results, times)
+    return results, times

@@ -1,0 +1,93 @@
+"""Sizes of the quickstart reproduction (--preset). Every objective gets the same pretraining
+budget (steps, batch, seq_len, model size); every arm the same fine-tuning recipe.
+
+The step-time figures only feed the ETA (scaled by what the run measures as it goes); they were
+measured on the 2-core development machine.
+"""
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+  name: str
+  # data derived from the docstrings (numbers of examples / questions)
+  vocab_size: int
+  train_per_class: int
+  test_per_class: int
+  squad_train: int
+  squad_eval: int
+  race_train: int
+  race_eval: int
+  context_chars: int            # SQuAD / RACE contexts: leading sentences up to this size
+  # model (XLNet and MPNet alike) and pretraining
+  n_layer: int
+  d_model: int
+  n_head: int
+  d_inner: int
+  seq_len: int
+  reuse_len: int
+  mem_len: int
+  batch: int
+  num_predict: int              # ~15% of seq_len: MPNet's rate, read by all three objectives
+  pretrain_steps: int
+  pretrain_lr: float
+  # fine-tuning, the same for every arm
+  seeds: tuple
+  cls_seq_len: int
+  cls_batch: int
+  cls_steps: int
+  cls_lr: float
+  qa_seq_len: int               # SQuAD windows and RACE rows
+  qa_batch: int
+  qa_steps: int
+  qa_lr: float
+  qa_seeds: tuple               # seeds of the SQuAD and RACE runs
+  arms: tuple = ("none", "plm", "mlm", "mpnet")   # none = fine-tuned without pretraining
+  squad_arms: tuple = ("none", "plm", "mlm", "mpnet")
+  race_arms: tuple = ("none", "plm", "mlm", "mpnet")
+  dropout: float = 0.1
+  steps_per_loop: int = 50
+  # ETA model: seconds per script start (imports, XLA compile, evaluation) and per step
+  overhead_s: float = 30.0
+  pretrain_step_s: float = 0.2
+  finetune_step_s: float = 0.1
+
+  @property
+  def warmup(self):
+    return max(1, self.pretrain_steps // 10)
+
+  def to_dict(self):
+    return dataclasses.asdict(self)
+
+
+PRESETS = {
+    # The end-to-end test: every stage, toy sizes, well under two minutes.
+    "tiny": Preset(
+        name="tiny", vocab_size=500, train_per_class=12, test_per_class=4, squad_train=40,
+        squad_eval=16, race_train=24, race_eval=8, context_chars=300,
+        n_layer=1, d_model=32, n_head=2, d_inner=64, seq_len=32, reuse_len=16, mem_len=16,
+        batch=4, num_predict=5, pretrain_steps=10, pretrain_lr=1e-3,
+        seeds=(0,), cls_seq_len=32, cls_batch=8, cls_steps=10, cls_lr=1e-3,
+        qa_seq_len=64, qa_batch=4, qa_steps=5, qa_lr=1e-3, qa_seeds=(0,),
+        arms=("plm", "mpnet"), squad_arms=("plm",), race_arms=("mpnet",),
+        steps_per_loop=5, overhead_s=12.0, pretrain_step_s=0.02, finetune_step_s=0.02),
+    # The default: the whole run in about 20 minutes on 2 CPU cores.
+    "small": Preset(
+        name="small", vocab_size=4000, train_per_class=60, test_per_class=20, squad_train=600,
+        squad_eval=200, race_train=400, race_eval=200, context_chars=400,
+        n_layer=4, d_model=128, n_head=4, d_inner=512, seq_len=128, reuse_len=64, mem_len=64,
+        batch=16, num_predict=19, pretrain_steps=600, pretrain_lr=5e-4,
+        seeds=(0, 1, 2), cls_seq_len=64, cls_batch=32, cls_steps=150, cls_lr=2e-4,
+        qa_seq_len=128, qa_batch=16, qa_steps=80, qa_lr=2e-4, qa_seeds=(0,),
+        overhead_s=25.0, pretrain_step_s=0.2, finetune_step_s=0.12),
+    # More of everything, for a longer run (about 2 hours on 2 CPU cores; minutes on a GPU).
+    "base": Preset(
+        name="base", vocab_size=8000, train_per_class=200, test_per_class=40, squad_train=3000,
+        squad_eval=500, race_train=2000, race_eval=400, context_chars=600,
+        n_layer=6, d_model=256, n_head=4, d_inner=1024, seq_len=256, reuse_len=128,
+        mem_len=128, batch=16, num_predict=38, pretrain_steps=4000, pretrain_lr=4e-4,
+        seeds=(0, 1, 2), cls_seq_len=128, cls_batch=32, cls_steps=600, cls_lr=1e-4,
+        qa_seq_len=256, qa_batch=16, qa_steps=600, qa_lr=1e-4, qa_seeds=(0, 1, 2),
+        pretrain_step_s=0.8, finetune_step_s=0.4),
+}

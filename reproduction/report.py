@@ -1,0 +1,410 @@
+"""The quickstart's report: Markdown + PNG plots, every sentence generated from the numbers.
+
+write_report(pipeline, results, times) -> path of OUTPUT_DIR/report.md; also writes
+OUTPUT_DIR/results.json (the aggregated numbers) and OUTPUT_DIR/plots/*.png.
+"""
+
+import collections
+import json
+import math
+import os
+
+from reproduction import tasks
+from reproduction.pipeline import ARMS, OBJECTIVES, format_duration
+
+ARM_TITLES = {"none": "no pretraining (XLNet, random init)", "plm": "XLNet PLM",
+              "mlm": "XLNet MLM (DAE + Transformer-XL)", "mpnet": "MPNet"}
+# The papers' ablations (/work/shared/reference): XLNet Table 6 rows 3 (XLNet-Base K=7) and 2
+# (DAE + Transformer-XL); MPNet's ablation rows MPNet, - position compensation (= PLM), - both.
+PAPER_XLNET = {"plm": {"RACE": 66.05, "SQuAD2.0 F1": 81.33, "MNLI-m": 85.84, "SST-2": 92.66},
+               "mlm": {"RACE": 65.03, "SQuAD2.0 F1": 79.56, "MNLI-m": 84.88, "SST-2": 92.60}}
+PAPER_MPNET = {"mpnet": {"SQuAD2.0 F1": 83.3, "MNLI": 86.2, "SST-2": 94.0},
+               "plm": {"SQuAD2.0 F1": 81.0, "MNLI": 85.6, "SST-2": 93.4},
+               "mlm": {"SQuAD2.0 F1": 79.8, "MNLI": 85.6, "SST-2": 93.3}}
+PAPER_ORDER = (("plm", "mlm"), ("mpnet", "plm"), ("mpnet", "mlm"), ("plm", "none"),
+               ("mlm", "none"), ("mpnet", "none"))
+
+
+def stats(values):
+  values = [v for v in values if v is not None]
+  if not values:
+    return None
+  n = len(values)
+  mean = sum(values) / n
+  std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+  return {"n": n, "mean": mean, "std": std, "min": min(values), "max": max(values),
+          "values": values}
+
+
+def _fmt(s, scale=100.0, digits=1):
+  if s is None:
+    return "n/a"
+  text = f"{s['mean'] * scale:.{digits}f}"
+  if s["n"] > 1:
+    text += f" ± {s['std'] * scale:.{digits}f}"
+  return text
+
+
+def compare(name_a, a, name_b, b, scale=100.0, unit=" points"):
+  """One sentence: is a above b, by how much, and is it beyond the seed spread?"""
+  diff = (a["mean"] - b["mean"]) * scale
+  word = "above" if diff > 0 else "below" if diff < 0 else "equal to"
+  sentence = f"{name_a} is {abs(diff):.1f}{unit} {word} {name_b}"
+  if a["n"] > 1 and b["n"] > 1:
+    spread = (a["std"] + b["std"]) * scale
+    clear = abs(diff) > spread
+    sentence += (f" ({'beyond' if clear else 'within'} the seed spread, sum of the standard "
+                 f"deviations {spread:.1f})")
+    return sentence, diff, clear
+  return sentence + " (one seed each: no spread to judge by)", diff, False
+
+
+def unigram_loss(pipeline):
+  """Cross-entropy (nats per token) of the corpus under its own unigram distribution: what a
+  model that ignores every context would score."""
+  import sentencepiece as spm
+  sp = spm.SentencePieceProcessor(model_file=pipeline.spm)
+  with open(os.path.join(pipeline.data, "corpus.txt"), encoding="utf-8") as f:
+    lines = [l for l in f.read().splitlines() if l.strip()]
+  counts = collections.Counter(i for ids in sp.encode(lines) for i in ids)
+  total = sum(counts.values())
+  return -sum(c / total * math.log(c / total) for c in counts.values())
+
+
+def aggregate(pipeline, results):
+  p = pipeline.p
+  out = {"pretrain": {}, "classify": {}, "squad": {}, "race": {}}
+  for obj in OBJECTIVES:
+    r = results.get(f"pretrain-{obj}")
+    if r:
+      out["pretrain"][obj] = r
+  for arm in ARMS:
+    cls = [results.get(f"classify-{arm}-s{s}") for s in p.seeds]
+    cls = [r["metrics"]["accuracy"] for r in cls if r and r.get("metrics")]
+    out["classify"][arm] = stats(cls)
+    squad = [results.get(f"squad-{arm}-s{s}") for s in p.qa_seeds]
+    squad = [r["metrics"] for r in squad if r and r.get("metrics")]
+    if squad:
+      out["squad"][arm] = {k: stats([m[k] / 100.0 for m in squad])
+                           for k in ("exact", "f1", "HasAns_f1", "NoAns_f1") if k in squad[0]}
+    race = [results.get(f"race-{arm}-s{s}") for s in p.qa_seeds]
+    race = [r["metrics"] for r in race if r and r.get("metrics")]
+    if race:
+      out["race"][arm] = {k: stats([m[k] for m in race]) for k in race[0] if k != "split"}
+  return out
+
+
+# ---- plots ------------------------------------------------------------------------------------
+def _plots(pipeline, agg, unigram, data):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  plot_dir = pipeline.path("plots")
+  os.makedirs(plot_dir, exist_ok=True)
+  paths = {}
+
+  def save(fig, name):
+    path = os.path.join(plot_dir, name)
+    tmp = f"{path}.tmp-{os.getpid()}.png"
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+    paths[name] = path
+
+  fig, ax = plt.subplots(figsize=(6.4, 4))
+  for obj, r in agg["pretrain"].items():
+    if r["curve"]:
+      steps, losses = zip(*r["curve"])
+      ax.plot(steps, losses, marker=".", label=ARM_TITLES[obj])
+  if unigram:
+    ax.axhline(unigram, color="gray", linestyle="--", label=f"unigram (context-free) {unigram:.2f}")
+  ax.set_xlabel("pretraining step")
+  ax.set_ylabel("training loss (nats per predicted token)")
+  ax.set_title("Pretraining loss, same records and budget")
+  ax.legend(fontsize=8)
+  save(fig, "pretrain_loss.png")
+
+  arms = [a for a in ARMS if agg["classify"].get(a)]
+  if arms:
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    means = [agg["classify"][a]["mean"] * 100 for a in arms]
+    stds = [agg["classify"][a]["std"] * 100 for a in arms]
+    ax.bar(range(len(arms)), means, yerr=stds, capsize=6, color="#7aa6d6")
+    for k, a in enumerate(arms):
+      ax.scatter([k] * agg["classify"][a]["n"], [v * 100 for v in agg["classify"][a]["values"]],
+                 color="black", s=12, zorder=3)
+    n_labels = len(data["classify"]["labels"])
+    ax.axhline(100 / n_labels, color="gray", linestyle="--", label=f"chance (1/{n_labels})")
+    ax.set_xticks(range(len(arms)), [a if a != "none" else "none\n(scratch)" for a in arms])
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("Module classification: mean ± std over fine-tuning seeds")
+    ax.legend(fontsize=8)
+    save(fig, "classification.png")
+
+  qa_arms = [a for a in ARMS if a in agg["squad"] or a in agg["race"]]
+  if qa_arms:
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    width = 0.38
+    for j, (key, label) in enumerate((("squad", "SQuAD 2.0 format: F1"),
+                                      ("race", "RACE format: accuracy"))):
+      vals = []
+      for a in qa_arms:
+        r = agg[key].get(a)
+        s = r and (r.get("f1") if key == "squad" else r.get("accuracy"))
+        vals.append(s["mean"] * 100 if s else 0.0)
+      ax.bar([k + (j - 0.5) * width for k in range(len(qa_arms))], vals, width, label=label)
+    ax.axhline(25, color="gray", linestyle=":", label="RACE chance (25%)")
+    ax.set_xticks(range(len(qa_arms)), qa_arms)
+    ax.set_ylabel("%")
+    ax.set_title("SQuAD / RACE-format sets (small, generated)")
+    ax.legend(fontsize=8)
+    save(fig, "qa.png")
+  return paths
+
+
+# ---- the Markdown ----------------------------------------------------------------------------
+def _direction(diff):
+  return "same direction" if diff > 0 else "opposite direction" if diff < 0 else "no difference"
+
+
+def _ranking(values):
+  """'a (x) > b (y) = c (y)' from {name: value}, highest first."""
+  items = sorted(values.items(), key=lambda kv: -kv[1])
+  text = f"{items[0][0]} ({items[0][1]:.1f})"
+  for (_, prev), (name, value) in zip(items, items[1:]):
+    text += f" {'=' if round(value, 1) == round(prev, 1) else '>'} {name} ({value:.1f})"
+  return text
+
+
+def _classification_text(agg, data):
+  cls = agg["classify"]
+  arms = [a for a in ARMS if cls.get(a)]
+  if not arms:
+    return ["No classification run finished."]
+  n_labels = len(data["classify"]["labels"])
+  test_counts = data["classify"]["counts"]["test"]
+  majority = max(test_counts.values()) / sum(test_counts.values())
+  top = max(cls[a]["mean"] for a in arms)
+  best = [a for a in arms if cls[a]["mean"] == top]
+  lines = [f"Highest mean accuracy: **{' and '.join(best)}** ({_fmt(cls[best[0]])}% over "
+           f"{cls[best[0]]['n']} seed{'s' if cls[best[0]]['n'] > 1 else ''}); chance is "
+           f"{100 / n_labels:.1f}% and the majority class {100 * majority:.1f}% of the test set."]
+  lines.append("Ranking by mean accuracy: "
+               + _ranking({a: cls[a]["mean"] * 100 for a in arms}) + ".")
+  if "none" in arms:
+    for a in arms:
+      if a != "none":
+        sentence, _, _ = compare(a, cls[a], "no pretraining", cls["none"])
+        lines.append(sentence + ".")
+  agree, total = 0, 0
+  for hi, lo in PAPER_ORDER:
+    if cls.get(hi) and cls.get(lo):
+      total += 1
+      _, diff, clear = compare(hi, cls[hi], lo, cls[lo])
+      agree += diff > 0
+      lines.append(f"Expected {hi} > {lo}; here {hi} − {lo} = {diff:+.1f} points: "
+                   f"{_direction(diff)}"
+                   f"{', beyond the seed spread' if clear else ', within the seed spread'}.")
+  if total:
+    lines.append(f"{agree} of {total} orderings that the papers' ablations (and the premise of "
+                 "pretraining) predict hold in this run on this task.")
+  return lines
+
+
+def _qa_text(agg, data, p):
+  lines = []
+  f1 = {a: r["f1"]["mean"] * 100 for a, r in agg["squad"].items() if r.get("f1")}
+  if f1:
+    ev = data["squad"]["dev-v2.0.json"]
+    no_answer = 100 * ev["impossible"] / ev["questions"]
+    above = [a for a in f1 if f1[a] > no_answer]
+    lines.append(f"SQuAD-format F1: {_ranking(f1)}; answering \"no answer\" everywhere scores "
+                 f"{no_answer:.1f}, which {len(above)} of {len(f1)} arms exceed"
+                 f"{' (' + ', '.join(above) + ')' if above else ''}.")
+  acc = {a: r["accuracy"]["mean"] * 100 for a, r in agg["race"].items() if r.get("accuracy")}
+  if acc:
+    above = [a for a in acc if acc[a] > 25.0]
+    lines.append(f"RACE-format accuracy: {_ranking(acc)}; chance is 25%, which {len(above)} of "
+                 f"{len(acc)} arms exceed{' (' + ', '.join(above) + ')' if above else ''}.")
+  n = len(p.qa_seeds)
+  if lines:
+    sizes = (data["squad"]["dev-v2.0.json"]["questions"], sum(data["race"]["test"].values()))
+    lines.append(f"{'One seed per arm' if n == 1 else f'{n} seeds per arm'} and evaluation sets "
+                 f"of {sizes[0]} (SQuAD) and {sizes[1]} (RACE) questions: differences of a few "
+                 "points are within noise. "
+                 "These sets mainly show that the scripts train, predict and score in the "
+                 "official formats.")
+  return lines
+
+
+def _pretrain_text(agg, unigram, p):
+  lines = []
+  for obj, r in agg["pretrain"].items():
+    if not r["curve"]:
+      continue
+    first, last = r["curve"][0][1], r["curve"][-1][1]
+    tail = [l for _, l in r["curve"][-3:]]
+    end = sum(tail) / len(tail)
+    where = ""
+    if unigram:
+      where = (f"; {unigram - end:+.2f} nats below the unigram loss ({unigram:.2f})"
+               if end < unigram else
+               f"; still at or above the unigram loss ({unigram:.2f}): the model has not yet "
+               "learnt to use context beyond token frequencies")
+    lines.append(f"- {obj}: loss {first:.2f} at the first log, {end:.2f} (mean of the last "
+                 f"{len(tail)} logs) after {r['curve'][-1][0]} steps{where}.")
+  lines.append("The three losses are not directly comparable: each is the cross-entropy of a "
+               "different prediction (PLM: a target given the tokens before it in a random "
+               "order; MLM: a corrupted token given everything else; MPNet: PLM plus the "
+               "positions of all predicted tokens).")
+  return lines
+
+
+def _gap(paper, hi, lo):
+  return "; ".join(f"{k} {paper[hi][k] - paper[lo][k]:+.2f}" for k in paper[hi])
+
+
+def _paper_section(agg, scale):
+  """The papers' gaps between objectives next to this run's, pair by pair."""
+  def here(hi, lo):
+    cells = []
+    for key, metric in (("classify", None), ("squad", "f1"), ("race", "accuracy")):
+      a, b = agg[key].get(hi), agg[key].get(lo)
+      if metric:
+        a, b = a and a.get(metric), b and b.get(metric)
+      cells.append(f"{(a['mean'] - b['mean']) * 100:+.1f}" if a and b else "n/a")
+    return cells
+
+  rows = [("plm − mlm", "XLNet Table 6 (XLNet-Base K=7 − DAE + Transformer-XL): "
+           + _gap(PAPER_XLNET, "plm", "mlm"), *here("plm", "mlm")),
+          ("mpnet − plm", "MPNet ablation (MPNet − its PLM row): "
+           + _gap(PAPER_MPNET, "mpnet", "plm"), *here("mpnet", "plm")),
+          ("mpnet − mlm", "MPNet ablation (MPNet − MLM): " + _gap(PAPER_MPNET, "mpnet", "mlm"),
+           *here("mpnet", "mlm"))]
+  rows += [(f"{a} − none", "not in the tables (pretraining is their premise)", *here(a, "none"))
+           for a in OBJECTIVES]
+  lines = _table(["pair", "papers (points, full scale)", "here: classification", "here: SQuAD F1",
+                  "here: RACE"], rows)
+  signs = [(r[0], float(c)) for r in rows for c in r[2:] if c != "n/a"]
+  agree = sum(v > 0 for _, v in signs)
+  lines += ["", f"In this run {agree} of {len(signs)} measured gaps have the papers' sign "
+            "(positive = the first objective ahead). The papers' ablations use BERT-base-size "
+            "models on Wikipedia + BooksCorpus (XLNet) or 16 GB of text for 1M steps of batch "
+            "256 (MPNet), where the objectives differ by one to two points; here "
+            f"{scale}, so a difference of a few points on small evaluation sets is noise "
+            "unless the classification spread says otherwise. The MPNet paper's PLM row is "
+            "MPNet's own code without position compensation; the plm arm here is XLNet "
+            "(two-stream relative attention with memory), the XLNet paper's setting."]
+  return lines
+
+
+def _table(header, rows):
+  out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return out
+
+
+def write_report(pipeline, results, times):
+  p = pipeline.p
+  data = results.get("data") or {}
+  configs = results.get("configs") or {}
+  agg = aggregate(pipeline, results)
+  try:
+    unigram = unigram_loss(pipeline)
+  except (OSError, RuntimeError):
+    unigram = None
+  plots = _plots(pipeline, agg, unigram, data) if data else {}
+  tokens = p.pretrain_steps * p.batch * p.seq_len
+  n_records = (results.get("records") or {}).get("records")
+  passes = (f", {p.pretrain_steps * p.batch / n_records:.1f} passes over the "
+            f"{n_records:,} records" if n_records else "")
+  md = [f"# Quickstart reproduction report (preset `{p.name}`)", "",
+        "Generated by `python quickstart.py` from the numbers this run measured; nothing in "
+        "the text below is fixed in advance. Small models, minutes of CPU: read the numbers as "
+        "a demonstration that every piece works end to end, not as a reproduction of the "
+        "papers' results.", "", "## Setup", ""]
+  if data:
+    labels = data["classify"]["labels"]
+    md += [f"- Corpus: the docstrings of this Python's standard library, {data['documents']:,} "
+           f"distinct documents split by document (seed {pipeline.seed}) into "
+           + ", ".join(f"{k} {v:,}" for k, v in data["splits"].items())
+           + f". Pretraining reads only the train documents ({data['corpus']['bytes']:,} bytes).",
+           f"- Module classification in the DBpedia CSV layout (`run_classifier.py "
+           f"--task_name=dbpedia --eval_split=test`): which of the {len(labels)} packages with "
+           "the most docstrings a docstring belongs to; labels "
+           + ", ".join(f"{k} = {v}" for k, v in labels.items())
+           + f". Train {sum(data['classify']['counts']['train'].values())} examples (at most "
+           f"{p.train_per_class} per label), test "
+           f"{sum(data['classify']['counts']['test'].values())} (at most {p.test_per_class}).",
+           f"- SQuAD 2.0 format: cloze questions over docstring paragraphs, "
+           + ", ".join(f"{k}: {v['questions']} questions ({v['impossible']} unanswerable)"
+                       for k, v in data["squad"].items()) + ".",
+           "- RACE format: cloze questions with four options, "
+           + "; ".join(f"{k}: " + ", ".join(f"{n} {lvl}" for lvl, n in v.items())
+                       for k, v in data["race"].items()) + "."]
+  if configs:
+    md += [f"- Model: {p.n_layer} layer{'s' if p.n_layer > 1 else ''}, d_model {p.d_model}, "
+           f"{p.n_head} heads, d_inner "
+           f"{p.d_inner}, vocabulary {p.vocab_size} (SentencePiece with the XLNet symbols). "
+           f"Parameters: XLNet {configs['xlnet_params']:,}, MPNet {configs['mpnet_params']:,} "
+           "(with their LM heads; MPNet's absolute positions and biases against XLNet's "
+           "relative-position weights)."]
+  md += [f"- Pretraining, the same for every objective: {p.pretrain_steps} steps, batch "
+         f"{p.batch}, seq_len {p.seq_len} ({tokens:,} token positions{passes}), peak learning rate "
+         f"{p.pretrain_lr}, dropout {p.dropout}, all three reading THE SAME records: "
+         f"{p.num_predict} predicted tokens per sequence ({100 * p.num_predict / p.seq_len:.0f}%"
+         " of seq_len, MPNet's rate; XLNet's paper uses about 1 in 7), forward text only "
+         f"(--nobi_data). XLNet arms keep {p.mem_len} tokens of memory; MPNet has none. The "
+         "MPNet ablation pretrains 1M steps of batch 256 (up to 512 tokens), about "
+         f"{1e6 * 256 * 512 / tokens:,.0f} times the positions seen here.",
+         f"- Fine-tuning, the same for every arm: classification {p.cls_steps} steps, batch "
+         f"{p.cls_batch}, length {p.cls_seq_len}, learning rate {p.cls_lr}, seeds "
+         f"{', '.join(map(str, p.seeds))}; SQuAD and RACE {p.qa_steps} steps, length "
+         f"{p.qa_seq_len}, learning rate {p.qa_lr}, seeds {', '.join(map(str, p.qa_seeds))}. "
+         "One evaluation at the end of training (no checkpoint is picked on the evaluation "
+         "set). The spread is over fine-tuning seeds only: each objective is pretrained once.",
+         "", "## Pretraining", ""]
+  if agg["pretrain"]:
+    md += _table(["objective", "final loss", "tokens/s", "time"],
+                 [(o, f"{r['final_loss']:.3f}", f"{r['tokens_per_s'] or 0:,.0f}",
+                   format_duration(times.get(f"pretrain-{o}", 0)))
+                  for o, r in agg["pretrain"].items()]) + [""]
+    md += _pretrain_text(agg, unigram, p) + ["", "![pretraining loss](plots/pretrain_loss.png)",
+                                            ""]
+  md += ["## Module classification (test accuracy, %)", ""]
+  md += _table(["arm", "mean ± std", "min – max", "per seed"],
+               [(f"{a} — {ARM_TITLES[a]}", _fmt(s),
+                 f"{s['min'] * 100:.1f} – {s['max'] * 100:.1f}",
+                 ", ".join(f"{v * 100:.1f}" for v in s["values"]))
+                for a, s in agg["classify"].items() if s]) + [""]
+  md += _classification_text(agg, data) if data else []
+  if "classification.png" in plots:
+    md += ["", "![classification accuracy](plots/classification.png)"]
+  md += ["", "## SQuAD 2.0 and RACE formats", ""]
+  if agg["squad"] or agg["race"]:
+    rows = []
+    for a in [a for a in ARMS if a in agg["squad"] or a in agg["race"]]:
+      s, r = agg["squad"].get(a, {}), agg["race"].get(a, {})
+      rows.append((a, _fmt(s.get("exact"), 100), _fmt(s.get("f1"), 100),
+                   _fmt(s.get("HasAns_f1"), 100), _fmt(s.get("NoAns_f1"), 100),
+                   _fmt(r.get("accuracy")), _fmt(r.get("accuracy_middle")),
+                   _fmt(r.get("accuracy_high"))))
+    md += _table(["arm", "SQuAD EM", "F1", "HasAns F1", "NoAns F1", "RACE acc", "middle",
+                  "high"], rows)
+    md += [""] + (_qa_text(agg, data, p) if data else [])
+    if "qa.png" in plots:
+      md += ["", "![SQuAD and RACE](plots/qa.png)"]
+  scale = (f"models of {configs.get('xlnet_params', 0):,} (XLNet) and "
+           f"{configs.get('mpnet_params', 0):,} (MPNet) parameters see "
+           f"{data.get('corpus', {}).get('bytes', 0):,} bytes of docstrings for "
+           f"{p.pretrain_steps} steps")
+  md += ["", "## How this compares with the papers", ""] + _paper_section(agg, scale)
+  md += ["", "## Stages", ""]
+  md += _table(["stage", "time"], [(k, format_duration(v)) for k, v in times.items()])
+  md += ["", f"Total (stages, this and earlier runs): {format_duration(sum(times.values()))}."]
+  md += ["", "Every stage's command line is the first line of its log in `logs/`; results per "
+         "stage are in `stages/`, the aggregated numbers in `results.json`."]
+  tasks.atomic_write(pipeline.path("results.json"), json.dumps(
+      {"preset": p.to_dict(), "unigram_loss": unigram, "aggregate": agg, "times": times},
+      indent=1) + "\n")
+  return tasks.atomic_write(pipeline.path("report.md"), "\n".join(md) + "\n")

@@ -1,0 +1,179 @@
+"""The README's main job: quickstart.py end to end at the toy size (every stage through the
+entry scripts, the report, a rerun that skips what is done), the derived data sets in their
+official layouts, and the pipeline's one-line stage errors."""
+
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from reproduction import pipeline as pipeline_lib
+from reproduction import tasks
+from reproduction.presets import PRESETS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def splits():
+  return tasks.split_documents(tasks.load_documents(), seed=0)
+
+
+def _texts(docs):
+  return {d.text for d in docs}
+
+
+def test_splits_are_disjoint_by_document(splits):
+  assert all(len(v) > 100 for v in splits.values())
+  for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+    assert not _texts(splits[a]) & _texts(splits[b]), (a, b)
+
+
+def test_classification_is_dbpedia_csv_and_read_by_run_classifier(tmp_path, splits):
+  from finetuning import classifier_data
+  info = tasks.write_classification(splits, str(tmp_path), seed=0, train_per_class=5,
+                                    test_per_class=3)
+  assert list(info["labels"]) == [str(i) for i in range(1, 15)]
+  contents = {}
+  for split in ("train", "test"):
+    with open(tmp_path / f"{split}.csv", encoding="utf-8", newline="") as f:
+      rows = list(csv.reader(f))
+    assert rows and all(len(r) == 3 and r[0] in info["labels"] and r[2] for r in rows)
+    assert len(rows) == sum(info["counts"][split].values())
+    contents[split] = {r[2] for r in rows}
+    examples = classifier_data.read_split(classifier_data.get_task("dbpedia"), str(tmp_path),
+                                          split)
+    assert len(examples) == len(rows)
+  assert not contents["train"] & contents["test"]
+  # a module's own docstring gets no title (its name would give the label away)
+  assert not any(r[1] in info["labels"].values() for r in rows)
+
+
+def test_squad_is_v2_json_with_answers_at_answer_start(tmp_path, splits):
+  from finetuning import squad_features
+  counts = tasks.write_squad(splits, str(tmp_path), seed=0, n_train=60, n_eval=30,
+                             max_chars=400)
+  contexts = {}
+  for name in ("train-v2.0.json", "dev-v2.0.json"):
+    with open(tmp_path / name, encoding="utf-8") as f:
+      data = json.load(f)
+    assert data["version"] == "v2.0"
+    ids, n_impossible = set(), 0
+    contexts[name] = set()
+    for article in data["data"]:
+      assert article["title"]
+      for paragraph in article["paragraphs"]:
+        context = paragraph["context"]
+        contexts[name].add(context)
+        for qa in paragraph["qas"]:
+          assert {"id", "question", "answers", "is_impossible"} <= set(qa)
+          assert qa["id"] not in ids
+          ids.add(qa["id"])
+          if qa["is_impossible"]:
+            n_impossible += 1
+            assert qa["answers"] == []
+          else:
+            for answer in qa["answers"]:
+              start = answer["answer_start"]
+              assert context[start:start + len(answer["text"])] == answer["text"]
+    assert counts[name] == {"questions": len(ids), "impossible": n_impossible}
+    assert 0 < n_impossible < len(ids)
+    examples, skipped = squad_features.read_squad(str(tmp_path / name), is_training=True)
+    assert skipped == 0 and len(examples) == len(ids)
+  assert not contexts["train-v2.0.json"] & contexts["dev-v2.0.json"]
+
+
+def test_race_is_official_layout_and_the_answer_fills_the_blank(tmp_path, splits):
+  from finetuning import race
+  out = str(tmp_path / "RACE")
+  counts = tasks.write_race(splits, out, seed=0, n_train=30, n_eval=10, max_chars=400)
+  articles = {}
+  for split in tasks.SPLITS:
+    articles[split] = set()
+    for path in glob.glob(os.path.join(out, split, "*", "*.txt")):
+      level = os.path.basename(os.path.dirname(path))
+      with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+      assert set(doc) == {"answers", "options", "questions", "article", "id"}
+      assert doc["id"] == level + os.path.basename(path)
+      articles[split].add(doc["article"])
+      for question, options, answer in zip(doc["questions"], doc["options"], doc["answers"]):
+        assert len(options) == 4 and len(set(options)) == 4 and answer in "ABCD"
+        filled = question.replace("_", options["ABCD".index(answer)]).rstrip(".")
+        assert filled in doc["article"]
+    items = race.read_split(out, split)
+    assert len(items) == sum(counts[split].values())
+  assert not articles["train"] & articles["test"] and not articles["dev"] & articles["test"]
+
+
+def test_same_seed_same_bytes(tmp_path, splits):
+  def build(directory, seed):
+    s = tasks.split_documents(tasks.load_documents(), seed)
+    tasks.write_pretrain_corpus(s["train"], os.path.join(directory, "corpus.txt"))
+    tasks.write_classification(s, os.path.join(directory, "classify"), seed, 4, 2)
+    tasks.write_squad(s, os.path.join(directory, "squad"), seed, 20, 10, 400)
+    tasks.write_race(s, os.path.join(directory, "RACE"), seed, 10, 4, 400)
+    files = sorted(glob.glob(os.path.join(directory, "**", "*.*"), recursive=True))
+    return {os.path.relpath(p, directory): open(p, "rb").read() for p in files}
+  a, b, c = build(str(tmp_path / "a"), 0), build(str(tmp_path / "b"), 0), build(
+      str(tmp_path / "c"), 1)
+  assert a == b
+  assert a.keys() and a["squad/train-v2.0.json"] != c["squad/train-v2.0.json"]
+
+
+def test_failed_stage_is_one_line_naming_stage_and_log(tmp_path, monkeypatch):
+  pipe = pipeline_lib.Pipeline(PRESETS["tiny"], str(tmp_path), log=lambda *a: None)
+  code = "import sys; print('step 1/2 loss 3.0 ETA 1s'); sys.exit('boom.py: no such thing')"
+  stage = pipeline_lib.Stage("fake", "a failing script", 1.0, argv=["-c", code],
+                             parse=lambda text: {})
+  monkeypatch.setattr(pipe, "stages", lambda: [stage])
+  with pytest.raises(pipeline_lib.StageError) as e:
+    pipe.run()
+  message = str(e.value)
+  assert "\n" not in message and "stage fake failed (exit 1)" in message
+  assert "boom.py: no such thing" in message and str(tmp_path / "logs" / "fake.log") in message
+  assert not os.path.exists(tmp_path / "stages" / "fake.json")
+  # another preset in the same directory is refused
+  other = pipeline_lib.Pipeline(PRESETS["small"], str(tmp_path), log=lambda *a: None)
+  with pytest.raises(pipeline_lib.StageError, match="other settings"):
+    other.run()
+
+
+def test_quickstart_tiny_end_to_end(tmp_path):
+  out = tmp_path / "qs"
+  cmd = [sys.executable, "quickstart.py", "--preset=tiny", f"--output_dir={out}"]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  start = time.time()
+  result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  seconds = time.time() - start
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  print(f"quickstart --preset=tiny: {seconds:.0f}s")
+  stages = [s.name for s in pipeline_lib.Pipeline(PRESETS["tiny"], str(out)).stages()]
+  for name in ("data", "tokenizer", "records", "configs", "pretrain-plm", "pretrain-mpnet",
+               "classify-plm-s0", "classify-mpnet-s0", "squad-plm-s0", "race-mpnet-s0"):
+    assert name in stages
+  for k, name in enumerate(stages):
+    assert f"[{k + 1}/{len(stages)} {name}] done in" in result.stdout
+    assert (out / "stages" / f"{name}.json").exists()
+  assert "ETA" in result.stdout and "report.md" in result.stdout
+  for path in ("report.md", "results.json", "plots/pretrain_loss.png", "plots/classification.png",
+               "plots/qa.png", "tokenizer/spiece.model", "models/mpnet_config.json",
+               "pretrain/plm/export/xlnet_model.ckpt.index", "pretrain/mpnet/export/config.json",
+               "finetune/squad/plm/seed0/predictions.json", "data/classify/train.csv"):
+    assert (out / path).exists(), path
+  report = (out / "report.md").read_text()
+  for heading in ("## Pretraining", "## Module classification", "## SQuAD 2.0 and RACE",
+                  "## How this compares with the papers"):
+    assert heading in report
+  results = json.loads((out / "results.json").read_text())
+  assert set(results["aggregate"]["classify"]) >= {"plm", "mpnet"}
+  assert results["aggregate"]["pretrain"]["plm"]["curve"]
+  # a rerun skips every finished stage and rewrites the report
+  rerun = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert rerun.returncode == 0, rerun.stderr[-2000:]
+  assert rerun.stdout.count("done in an earlier run") == len(stages)
