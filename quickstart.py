@@ -3,14 +3,16 @@
 From the docstrings of Python's standard library it derives a pretraining corpus and three
 task sets (module classification in the DBpedia CSV layout, SQuAD 2.0 JSON, RACE JSON), trains
 a SentencePiece model, writes pretraining records, pretrains the same small model with three
-objectives (plm, mlm, mpnet) on the same budget, fine-tunes those and an unpretrained model the
-same way, and writes a report (Markdown + plots). Every stage runs the entry script a user would
-call; a rerun skips what is done. See reproduction/pipeline.py for the stage list.
+objectives (plm, mlm, mpnet) on the same budget, fine-tunes those and the same models without
+pretraining the same way, and writes a report (Markdown + plots). Every stage runs the entry
+script a user would call; a rerun skips what is done. See reproduction/pipeline.py for the
+stage list and reproduction/presets.py for the sizes.
 
     python quickstart.py [--preset small|tiny|base] [--output_dir output/quickstart]
 
-small (default): about 20 minutes on 2 CPU cores; tiny: the toy size of the test (about a
-minute); base: a longer run (about 2 hours on 2 CPU cores).
+small (default): about 15 minutes on 2 idle CPU cores (14m25s measured); tiny: the end-to-end
+test's toy size (about 1.5 minutes; output/quickstart-tiny); base: a longer run (about 3.5
+hours on 2 CPU cores, estimated; output/quickstart-base).
 """
 
 import os
@@ -25,12 +27,19 @@ from reproduction import report
 from reproduction.presets import PRESETS
 
 flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy, the test), "
-                  "small (default, ~20 min on 2 CPU cores), base (longer).")
+                  "small (default, ~15 min on 2 CPU cores), base (~3.5 h).")
 flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is written (a rerun "
                     "with the same flags resumes; another preset needs another directory).")
 flags.DEFINE_integer("seed", 0, "Seed of the data split, the derived sets, the tokenizer, the "
                      "records and pretraining (fine-tuning uses the preset's seeds).")
 FLAGS = flags.FLAGS
+
+
+def _report(pipe, results, times):
+  t0 = time.time()
+  path = report.write_report(pipe, results, times)
+  pipe.log("report", f"wrote {path} and {pipe.path('plots')}/*.png "
+           f"({pipeline_lib.format_duration(time.time() - t0)})")
 
 
 def main(argv):
@@ -43,13 +52,14 @@ def main(argv):
   pipe = pipeline_lib.Pipeline(preset, output_dir, seed=FLAGS.seed)
   pipe.log("quickstart", f"preset {preset.name}: {len(pipe.stages())} stages -> {pipe.out}")
   try:
-    _, times = pipe.run(finish=report.write_report)
+    _, times = pipe.run(finish=_report)
   except pipeline_lib.StageError as e:
     sys.exit(f"quickstart: {e}")
   out = pipe.out
-  rel = lambda path: os.path.relpath(path)  # noqa: E731
+  rel = os.path.relpath(out)
+  rel = out if rel.startswith("..") else rel
   print(f"\nDone in {pipeline_lib.format_duration(time.time() - start)} (stage total "
-        f"{pipeline_lib.format_duration(sum(times.values()))}). Outputs in {rel(out)}/:\n"
+        f"{pipeline_lib.format_duration(sum(times.values()))}). Outputs in {rel}/:\n"
         f"  report.md         the report: what the run shows, with plots/*.png\n"
         f"  results.json      the aggregated numbers\n"
         f"  data/             corpus.txt, classify/ (DBpedia CSV), squad/ (SQuAD 2.0), RACE/\n"

@@ -5,8 +5,9 @@ Stages, in order (Pipeline.stages):
   tokenizer               data_utils/train_tokenizer.py (SentencePiece, XLNet symbols)
   records                 data_utils/create_pretrain_data.py (one record set for all objectives)
   configs                 xlnet_config.json and an MPNet config.json of comparable size
-  then for each arm (none = no pretraining, plm, mlm, mpnet):
-  pretrain-ARM            run_pretrain.py --objective=ARM (not for none)
+  then for each arm (none = XLNet without pretraining, none-mpnet = MPNet without pretraining,
+  plm, mlm, mpnet):
+  pretrain-ARM            run_pretrain.py --objective=ARM (not for the none arms)
   classify-ARM-sSEED      run_classifier.py --task_name=dbpedia on the module-classification set
   squad-ARM-sSEED         run_squad.py on the SQuAD 2.0 set
   race-ARM-sSEED          run_race.py on the RACE set
@@ -30,7 +31,8 @@ import time
 from reproduction import tasks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ARMS = ("none", "plm", "mlm", "mpnet")
+ARMS = ("none", "none-mpnet", "plm", "mlm", "mpnet")
+BASELINE = {"plm": "none", "mlm": "none", "mpnet": "none-mpnet"}   # same model, random weights
 OBJECTIVES = ("plm", "mlm", "mpnet")
 _STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
 _RELAY = ("eval at step", "done:", "wrote ", "exported", "init from", "using the best")
@@ -171,7 +173,7 @@ class Pipeline:
         Stage("configs", "model configs of comparable size", 1, fn=self._make_configs),
     ]
     for arm in p.arms:
-      if arm != "none":
+      if arm in OBJECTIVES:
         out.append(self._pretrain_stage(arm))
       out += [self._classify_stage(arm, s) for s in p.seeds]
       if arm in p.squad_arms:
@@ -203,6 +205,8 @@ class Pipeline:
       export = os.path.join(self.pretrain_dir("mpnet"), "export")
       return ["--model_type=mpnet", f"--model_config_path={export}/config.json",
               f"--init_checkpoint={export}"]
+    if arm == "none-mpnet":
+      return ["--model_type=mpnet", f"--model_config_path={self.models}/mpnet_config.json"]
     if arm == "none":
       return [f"--model_config_path={self.models}/xlnet_config.json"]
     export = os.path.join(self.pretrain_dir(arm), "export")
@@ -298,7 +302,10 @@ class Pipeline:
     if os.path.exists(path):
       with open(path, encoding="utf-8") as f:
         old = json.load(f)
-      if json.loads(json.dumps(run)) != old:
+      def strip(r):   # the ETA figures change no result
+        eta_only = ("overhead_s", "pretrain_step_s", "finetune_step_s")
+        return {**r, "preset": {k: v for k, v in r["preset"].items() if k not in eta_only}}
+      if strip(json.loads(json.dumps(run))) != strip(old):
         raise StageError(f"{self.out} holds a run made with other settings (preset "
                          f"{old['preset']['name']} as defined then, seed {old['seed']}): pass "
                          "another --output_dir or delete that one")

@@ -10,9 +10,10 @@ import math
 import os
 
 from reproduction import tasks
-from reproduction.pipeline import ARMS, OBJECTIVES, format_duration
+from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES, format_duration
 
-ARM_TITLES = {"none": "no pretraining (XLNet, random init)", "plm": "XLNet PLM",
+ARM_TITLES = {"none": "XLNet without pretraining (random init)",
+              "none-mpnet": "MPNet without pretraining (random init)", "plm": "XLNet PLM",
               "mlm": "XLNet MLM (DAE + Transformer-XL)", "mpnet": "MPNet"}
 # The papers' ablations (/work/shared/reference): XLNet Table 6 rows 3 (XLNet-Base K=7) and 2
 # (DAE + Transformer-XL); MPNet's ablation rows MPNet, - position compensation (= PLM), - both.
@@ -22,7 +23,7 @@ PAPER_MPNET = {"mpnet": {"SQuAD2.0 F1": 83.3, "MNLI": 86.2, "SST-2": 94.0},
                "plm": {"SQuAD2.0 F1": 81.0, "MNLI": 85.6, "SST-2": 93.4},
                "mlm": {"SQuAD2.0 F1": 79.8, "MNLI": 85.6, "SST-2": 93.3}}
 PAPER_ORDER = (("plm", "mlm"), ("mpnet", "plm"), ("mpnet", "mlm"), ("plm", "none"),
-               ("mlm", "none"), ("mpnet", "none"))
+               ("mlm", "none"), ("mpnet", "none-mpnet"))
 
 
 def stats(values):
@@ -135,7 +136,8 @@ def _plots(pipeline, agg, unigram, data):
                  color="black", s=12, zorder=3)
     n_labels = len(data["classify"]["labels"])
     ax.axhline(100 / n_labels, color="gray", linestyle="--", label=f"chance (1/{n_labels})")
-    ax.set_xticks(range(len(arms)), [a if a != "none" else "none\n(scratch)" for a in arms])
+    ax.set_xticks(range(len(arms)), [a.replace("none", "none\n(scratch)").replace("-", "\n")
+                                     for a in arms], fontsize=8)
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Module classification: mean ± std over fine-tuning seeds")
     ax.legend(fontsize=8)
@@ -154,6 +156,9 @@ def _plots(pipeline, agg, unigram, data):
         vals.append(s["mean"] * 100 if s else 0.0)
       ax.bar([k + (j - 0.5) * width for k in range(len(qa_arms))], vals, width, label=label)
     ax.axhline(25, color="gray", linestyle=":", label="RACE chance (25%)")
+    ev = data["squad"]["dev-v2.0.json"]
+    ax.axhline(100 * ev["impossible"] / ev["questions"], color="C0", linestyle="--",
+               label="SQuAD F1 of answering \"no answer\" everywhere")
     ax.set_xticks(range(len(qa_arms)), qa_arms)
     ax.set_ylabel("%")
     ax.set_title("SQuAD / RACE-format sets (small, generated)")
@@ -191,11 +196,12 @@ def _classification_text(agg, data):
            f"{100 / n_labels:.1f}% and the majority class {100 * majority:.1f}% of the test set."]
   lines.append("Ranking by mean accuracy: "
                + _ranking({a: cls[a]["mean"] * 100 for a in arms}) + ".")
-  if "none" in arms:
-    for a in arms:
-      if a != "none":
-        sentence, _, _ = compare(a, cls[a], "no pretraining", cls["none"])
-        lines.append(sentence + ".")
+  for a in arms:
+    base = BASELINE.get(a)
+    if base in arms:
+      sentence, _, _ = compare(a, cls[a], f"the same model without pretraining ({base})",
+                               cls[base])
+      lines.append(sentence + ".")
   agree, total = 0, 0
   for hi, lo in PAPER_ORDER:
     if cls.get(hi) and cls.get(lo):
@@ -247,7 +253,7 @@ def _pretrain_text(agg, unigram, p):
     end = sum(tail) / len(tail)
     where = ""
     if unigram:
-      where = (f"; {unigram - end:+.2f} nats below the unigram loss ({unigram:.2f})"
+      where = (f"; {unigram - end:.2f} nats below the unigram loss ({unigram:.2f})"
                if end < unigram else
                f"; still at or above the unigram loss ({unigram:.2f}): the model has not yet "
                "learnt to use context beyond token frequencies")
@@ -281,8 +287,8 @@ def _paper_section(agg, scale):
            + _gap(PAPER_MPNET, "mpnet", "plm"), *here("mpnet", "plm")),
           ("mpnet − mlm", "MPNet ablation (MPNet − MLM): " + _gap(PAPER_MPNET, "mpnet", "mlm"),
            *here("mpnet", "mlm"))]
-  rows += [(f"{a} − none", "not in the tables (pretraining is their premise)", *here(a, "none"))
-           for a in OBJECTIVES]
+  rows += [(f"{a} − {BASELINE[a]}", "not in the tables (pretraining is their premise)",
+            *here(a, BASELINE[a])) for a in OBJECTIVES]
   lines = _table(["pair", "papers (points, full scale)", "here: classification", "here: SQuAD F1",
                   "here: RACE"], rows)
   signs = [(r[0], float(c)) for r in rows for c in r[2:] if c != "n/a"]
@@ -296,6 +302,54 @@ def _paper_section(agg, scale):
             "MPNet's own code without position compensation; the plm arm here is XLNet "
             "(two-stream relative attention with memory), the XLNet paper's setting."]
   return lines
+
+
+def _summary(agg, unigram, data):
+  """The findings in a few bullets, each computed from the numbers below it."""
+  lines = []
+  ends = {o: sum(l for _, l in r["curve"][-3:]) / len(r["curve"][-3:])
+          for o, r in agg["pretrain"].items() if r["curve"]}
+  near = []
+  if unigram and ends:
+    below = {o: unigram - e for o, e in ends.items()}
+    near = [o for o, b in below.items() if b < 0.2]
+    lines.append("Pretraining: " + ", ".join(f"{o} ended {b:.2f} nats below the unigram loss"
+                                             for o, b in below.items())
+                 + (f"; {' and '.join(near)} stayed within 0.2 nats of it (barely past "
+                    "predicting token frequencies)" if near else "") + ".")
+  cls = {a: s for a, s in agg["classify"].items() if s}
+  if cls and data:
+    chance = 100 / len(data["classify"]["labels"])
+    best = max(cls, key=lambda a: cls[a]["mean"])
+    lines.append(f"Module classification: best {best} at {_fmt(cls[best])}% (chance "
+                 f"{chance:.1f}%).")
+    verdicts = {}
+    for a in cls:
+      base = BASELINE.get(a)
+      if base in cls:
+        _, diff, clear = compare(a, cls[a], base, cls[base])
+        verdicts[a] = (f"{a} {'above' if diff > 0 else 'below'} {base} beyond the seed spread"
+                       if clear else f"{a} within the seed spread of {base}")
+        verdicts[a] += f" ({diff:+.1f} points)"
+    if verdicts:
+      lines.append("Pretrained against the same model without pretraining: "
+                   + "; ".join(verdicts.values()) + ".")
+    pairs = [(hi, lo) for hi, lo in PAPER_ORDER if hi in cls and lo in cls]
+    if pairs:
+      held = [f"{hi} > {lo}" for hi, lo in pairs if cls[hi]["mean"] > cls[lo]["mean"]]
+      lines.append(f"Of the {len(pairs)} orderings the papers' ablations (and the premise of "
+                   f"pretraining) predict, {len(held)} hold on this task"
+                   + (f" ({', '.join(held)})" if held else "") + "; see the comparison below.")
+    for a in near:
+      base = cls.get(BASELINE[a])
+      if a in cls and cls[a]["mean"] * 100 < 2 * chance and base and (
+          base["mean"] * 100 > 2 * chance):
+        lines.append(f"{a}: pretraining ended near the unigram loss and fine-tuning from it "
+                     f"stays near chance ({_fmt(cls[a])}%) with the shared recipe, while the "
+                     f"same model from random weights reaches {_fmt(base)}%: consistent with a "
+                     "model stopped on that plateau holding representations that carry little "
+                     "of the input.")
+  return [f"- {l}" for l in lines]
 
 
 def _table(header, rows):
@@ -322,7 +376,8 @@ def write_report(pipeline, results, times):
         "Generated by `python quickstart.py` from the numbers this run measured; nothing in "
         "the text below is fixed in advance. Small models, minutes of CPU: read the numbers as "
         "a demonstration that every piece works end to end, not as a reproduction of the "
-        "papers' results.", "", "## Setup", ""]
+        "papers' results.", "", "## What this run shows", ""]
+  md += _summary(agg, unigram, data) + ["", "## Setup", ""]
   if data:
     labels = data["classify"]["labels"]
     md += [f"- Corpus: the docstrings of this Python's standard library, {data['documents']:,} "

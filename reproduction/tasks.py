@@ -249,15 +249,21 @@ def race_articles(docs, seed_seq, max_chars, max_questions, questions_per_articl
       s, st, word = choices[k]
       distractors = [w for w in words if w.lower() != word.lower() and w not in s]
       distractors = [distractors[i] for i in rng.permutation(len(distractors))[:3]]
-      while len(distractors) < 3:
+      for _ in range(1000):
+        if len(distractors) == 3:
+          break
         w = vocabulary[rng.integers(len(vocabulary))]
         if w not in article and w not in distractors and w.lower() != word.lower():
           distractors.append(w)
+      if len(distractors) < 3:
+        continue
       options = [word] + distractors
       order = rng.permutation(4)
       doc["options"].append([options[i] for i in order])
       doc["answers"].append("ABCD"[int(np.argmin(order))])
       doc["questions"].append(_cloze(s, st, word, "_"))
+    if not doc["questions"]:
+      continue
     level = "middle" if len(sentences) <= 3 else "high"
     numbers[level] += 1
     doc["id"] = f"{level}{numbers[level]}.txt"
