@@ -16,6 +16,7 @@ hours on 2 CPU cores, estimated; output/quickstart-base).
 """
 
 import os
+import signal
 import sys
 import time
 
@@ -49,6 +50,9 @@ def main(argv):
   output_dir = FLAGS.output_dir
   if FLAGS.preset != "small" and output_dir == flags.FLAGS["output_dir"].default:
     output_dir = f"{output_dir}-{FLAGS.preset}"
+  # A TERM (a scheduler, `kill`) stops the run like Ctrl-C: the running stage's process is
+  # killed and its stage is not recorded as done.
+  signal.signal(signal.SIGTERM, lambda *_: sys.exit("quickstart: terminated"))
   pipe = pipeline_lib.Pipeline(preset, output_dir, seed=FLAGS.seed)
   pipe.log("quickstart", f"preset {preset.name}: {len(pipe.stages())} stages -> {pipe.out}")
   try:
