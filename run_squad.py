@@ -96,7 +96,7 @@ def main(argv):
     model_config = model_flags.model_config_from_flags()
     tokenizer = layouts.make_tokenizer(FLAGS.model_type, FLAGS.sp_model, FLAGS.vocab_file,
                                        FLAGS.uncased)
-    layouts.check_vocab(model_config, tokenizer)
+    layouts.check_vocab(model_config, tokenizer, FLAGS.max_seq_length)
     task = SquadTask(config, model_config, model_flags.run_config_from_flags(), tokenizer,
                      FLAGS.init_checkpoint)
     if FLAGS.do_train and not FLAGS.predict_file:

@@ -49,7 +49,7 @@ class ClassifierTask(Task):
     self.spec = spec or classifier_data.get_task(config.task_name)
     self.tokenizer = layouts.make_tokenizer(config.model_type, config.sp_model, config.vocab_file,
                                             config.uncased)
-    layouts.check_vocab(model_config, self.tokenizer)
+    layouts.check_vocab(model_config, self.tokenizer, config.max_seq_length)
     self.init_checkpoint = init_checkpoint
     self.seed = config.seed
     self.tokens_per_step = config.train_batch_size * config.max_seq_length

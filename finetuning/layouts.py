@@ -85,8 +85,9 @@ def make_tokenizer(model_type, sp_model=None, vocab_file=None, uncased=False):
   return Tokenizer(sp_model, lower=uncased)
 
 
-def check_vocab(model_config, tokenizer):
-  """The model's vocabulary and pad id must fit the tokenizer (one-line error otherwise)."""
+def check_vocab(model_config, tokenizer, max_seq_length=None):
+  """The model's vocabulary, pad id and positions must fit the tokenizer and the rows
+  (one-line error otherwise: an MPNet position past its table would fail only later)."""
   size = getattr(model_config, "n_token", None) or model_config.vocab_size
   if size < tokenizer.vocab_size:
     raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model config "
@@ -95,3 +96,7 @@ def check_vocab(model_config, tokenizer):
   if pad is not None and pad != tokenizer.pad_id:
     raise ValueError(f"the MPNet config has pad_token_id={pad} but the tokenizer's pad id is "
                      f"{tokenizer.pad_id}: set pad_token_id in its config.json")
+  positions = getattr(model_config, "max_position_embeddings", None)
+  if positions is not None and max_seq_length and max_seq_length + pad + 1 > positions:
+    raise ValueError(f"--max_seq_length={max_seq_length} needs {max_seq_length + pad + 1} "
+                     f"positions but the MPNet config has max_position_embeddings={positions}")

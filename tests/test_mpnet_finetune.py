@@ -131,6 +131,13 @@ def test_classifier_learns_and_checks_the_pad_id(sst2, tmp_path):  # noqa: F811
   r = subprocess.run(base + [f"--model_config_path={bad}", f"--model_dir={tmp_path}/bad"],
                      cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV)
   assert r.returncode == 1 and "pad_token_id=1" in r.stderr.strip().splitlines()[-1]
+  short = tmp_path / "short.json"
+  short.write_text(json.dumps(dict(json.loads(_write_config(short, 120).read_text()),
+                                   max_position_embeddings=40)))
+  r = subprocess.run(base + [f"--model_config_path={short}", f"--model_dir={tmp_path}/short"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV)
+  assert r.returncode == 1
+  assert "max_position_embeddings=40" in r.stderr.strip().splitlines()[-1], r.stderr[-500:]
   cfg = _write_config(tmp_path / "config.json", 120)
   r = subprocess.run(base + [f"--model_config_path={cfg}", f"--model_dir={tmp_path}/m"],
                      cwd=ROOT, capture_output=True, text=True, timeout=600, env=ENV)

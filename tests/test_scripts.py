@@ -1,5 +1,5 @@
-"""The entry scripts: --help works on all, stubs say what is missing, and the
-README's main job (quickstart.py) runs end to end."""
+"""The entry scripts: --help works on all, missing flags are one-line errors, and
+run_squad.py --do_eval_only scores a file (the quickstart pipeline: tests/test_quickstart.py)."""
 
 import os
 import subprocess
