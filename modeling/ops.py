@@ -34,6 +34,45 @@ def large_negative(dtype):
   return tf.constant(-1e30, dtype)
 
 
+def masked_softmax(logits, mask=None, keep=None):
+  """Attention probabilities: softmax over the last axis, computed in float32.
+
+  Args:
+    logits: [..., K] scores (any float dtype; the result has the same dtype).
+    mask: bool, broadcastable to logits, True = blocked (probability 0), or None.
+    keep: dropout's scaled keep mask (0 or 1/keep_prob) in logits' shape and
+      dtype, applied to the probabilities, or None.
+  Returns:
+    softmax(where(mask, -1e30, logits)) * keep.
+
+  The gradient is written out (dlogits = p * (g - sum(g * p)) with g = dout *
+  keep, p the probabilities as returned before dropout): two fused passes over
+  the [..., K] tensor where automatic differentiation of the same ops makes six,
+  with float32 copies between them. Blocked entries have p = 0, so they get 0.
+  """
+  logits = tf.convert_to_tensor(logits)
+  dtype = logits.dtype
+
+  @tf.custom_gradient
+  def forward(x, *maybe_keep):
+    x32 = tf.cast(x, tf.float32)
+    if mask is not None:
+      x32 = tf.where(mask, tf.constant(-1e30, tf.float32), x32)
+    p = tf.cast(tf.nn.softmax(x32, axis=-1), dtype)
+    out = p * maybe_keep[0] if maybe_keep else p
+
+    def grad(dout):
+      g = tf.cast(dout, tf.float32)
+      if maybe_keep:
+        g = g * tf.cast(maybe_keep[0], tf.float32)
+      p32 = tf.cast(p, tf.float32)
+      dx = p32 * (g - tf.reduce_sum(g * p32, axis=-1, keepdims=True))
+      return (tf.cast(dx, dtype),) + ((None,) if maybe_keep else ())
+    return out, grad
+
+  return forward(logits, keep) if keep is not None else forward(logits)
+
+
 def rel_shift(x, klen):
   """Aligns scores over relative positions to keys (Transformer-XL's trick).
 

@@ -46,12 +46,18 @@ class Dropout(keras.layers.Layer):
     self.seed_generator = keras.random.SeedGenerator(seed) if self.threshold else None
 
   def call(self, x, training=False):
+    keep = self.keep_mask(tf.shape(x), x.dtype, training)
+    return x if keep is None else x * keep
+
+  def keep_mask(self, shape, dtype, training=False):
+    """The scaled keep mask (0 or 1 / keep probability) of one call, or None when
+    nothing is dropped. `call(x)` is `x * keep_mask(tf.shape(x), x.dtype)`."""
     if not training or not self.threshold:
-      return x
-    bits = random_bits16(tf.size(x), self.seed_generator.next())
+      return None
+    bits = random_bits16(tf.reduce_prod(shape), self.seed_generator.next())
     scale = 65536.0 / (65536 - self.threshold)
-    keep = tf.cast(bits >= self.threshold, x.dtype) * tf.cast(scale, x.dtype)
-    return x * tf.reshape(keep, tf.shape(x))
+    keep = tf.cast(bits >= self.threshold, dtype) * tf.cast(scale, dtype)
+    return tf.reshape(keep, shape)
 
   def get_config(self):
     config = super().get_config()

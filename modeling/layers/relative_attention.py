@@ -76,36 +76,51 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
 
     cat = h if mems is None else tf.concat([mems, h], axis=1)
     klen = tf.shape(cat)[1]
-    k = tf.einsum("bkD,Dnd->bknd", cat, cast(self.k_kernel))
-    v = tf.einsum("bkD,Dnd->bknd", cat, cast(self.v_kernel))
-    k_r = tf.einsum("brD,Dnd->brnd", pos_emb, cast(self.r_kernel))
+    # Heads-major layout [B, H, T, d] throughout: every score and value product
+    # is then a plain batched matmul (no transposes inside the einsums).
+    k = _split_heads(cat, cast(self.k_kernel))
+    v = _split_heads(cat, cast(self.v_kernel))
+    k_r = _split_heads(pos_emb, cast(self.r_kernel))     # [1 or 2, H, R, d]
     w_q = cast(self.q_kernel)
 
-    q_h = tf.einsum("blD,Dnd->blnd", h, w_q)
+    q_h = _split_heads(h, w_q)
     vec_h = self._attend(q_h, k, v, k_r, biases, seg_embed, seg_diff, content_mask,
                          klen, None, training)
     h_out = self._post_attention(h, vec_h, training)
     if g is None:
       return h_out, None
-    q_g = tf.einsum("bpD,Dnd->bpnd", g, w_q)
+    q_g = _split_heads(g, w_q)
     vec_g = self._attend(q_g, k, v, k_r, biases, seg_embed, query_seg_diff, query_mask,
                          klen, target_pos, training, seg_len=tf.shape(h)[1])
     if target_valid is not None:
-      vec_g = vec_g * cast(target_valid)[:, :, None, None]
+      vec_g = vec_g * cast(target_valid)[:, None, :, None]
     return h_out, self._post_attention(g, vec_g, training)
 
   def _position_scores(self, q, k_r):
-    """[B, Q, H, d] x [1 or 2, R, H, d] -> [B, H, Q, R]."""
+    """[B, H, Q, d] x [1 or 2, H, R, d] -> [B, H, Q, R]."""
     if k_r.shape[0] == 1:
-      return tf.einsum("bqnd,rnd->bnqr", q, k_r[0])
-    k_r = tf.repeat(k_r, tf.shape(q)[0] // 2, axis=0)  # bi_data: halves of the batch
-    return tf.einsum("bqnd,brnd->bnqr", q, k_r)
+      return tf.matmul(q, k_r, transpose_b=True)
+    # bi_data: the first half of the batch uses row 0, the second half row 1
+    # (a broadcasting batched matmul: no copy of k_r per batch row).
+    shape = tf.shape(q)
+    q2 = tf.reshape(q, tf.concat([[2, shape[0] // 2], shape[1:]], axis=0))
+    out = tf.matmul(q2, k_r[:, None], transpose_b=True)
+    return tf.reshape(out, tf.concat([shape[:3], tf.shape(k_r)[2:3]], axis=0))
 
   def _attend(self, q, k, v, k_r, biases, seg_embed, seg_diff, mask, klen, positions,
               training, seg_len=None):
-    r_w_bias, r_r_bias, r_s_bias = biases
-    ac = tf.einsum("bqnd,bknd->bnqk", q + r_w_bias, k)
-    bd = self._position_scores(q + r_r_bias, k_r)
+    """q [B, H, Q, d], k / v [B, H, K, d] -> attention output [B, H, Q, d].
+
+    1/sqrt(d) scales the (small) biased queries rather than the [B, H, Q, K]
+    scores; the segment term adds (q + r_s_bias)·(seg_embed[1] - seg_embed[0])
+    where the segments differ instead of choosing between the two dot products
+    everywhere: the two differ by a constant per row, (q + r_s_bias)·seg_embed[0],
+    which the softmax ignores, so the probabilities are the release's.
+    """
+    r_w_bias, r_r_bias, r_s_bias = (b[:, None, :] for b in biases)   # [H, 1, d]
+    scale = tf.cast(self._scale, q.dtype)
+    ac = tf.matmul((q + r_w_bias) * scale, k, transpose_b=True)
+    bd = self._position_scores((q + r_r_bias) * scale, k_r)
     if positions is None:
       bd = ops.rel_shift(bd, klen)
     else:
@@ -116,18 +131,14 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
       bd = tf.gather(bd, idx, batch_dims=3)
     score = ac + bd
     if seg_diff is not None:
-      ef = tf.einsum("bqnd,snd->bnqs", q + r_s_bias, seg_embed)
-      score += tf.where(seg_diff[:, None], ef[..., 1:], ef[..., :1])
-    score = score * tf.cast(self._scale, score.dtype)
-    if mask is not None:
-      score = tf.where(mask[:, None], ops.large_negative(score.dtype), score)
-    # Softmax in float32 even under mixed precision (cheap, and stable).
-    prob = tf.cast(tf.nn.softmax(tf.cast(score, tf.float32), axis=-1), v.dtype)
-    prob = self.attention_dropout(prob, training=training)
-    return tf.einsum("bnqk,bknd->bqnd", prob, v)
+      ef = tf.einsum("bnqd,nd->bnq", (q + r_s_bias) * scale, seg_embed[1] - seg_embed[0])
+      score += tf.where(seg_diff[:, None], ef[..., None], tf.zeros([], score.dtype))
+    keep = self.attention_dropout.keep_mask(tf.shape(score), score.dtype, training)
+    prob = ops.masked_softmax(score, None if mask is None else mask[:, None], keep)
+    return tf.matmul(prob, v)
 
   def _post_attention(self, x, vec, training):
-    out = tf.einsum("bqnd,Dnd->bqD", vec, tf.cast(self.o_kernel, vec.dtype))
+    out = tf.einsum("bnqd,Dnd->bqD", vec, tf.cast(self.o_kernel, vec.dtype))
     out = self.output_dropout(out, training=training)
     return self.layer_norm(out + x)
 
@@ -137,3 +148,8 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
                   dropatt=self.dropatt,
                   kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
     return config
+
+
+def _split_heads(x, kernel):
+  """[B, T, D] x kernel [D, H, d] -> [B, H, T, d]."""
+  return tf.einsum("btD,Dnd->bntd", x, kernel)
