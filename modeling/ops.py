@@ -34,6 +34,19 @@ def large_negative(dtype):
   return tf.constant(-1e30, dtype)
 
 
+# How masked_softmax computes bfloat16 probabilities inside a tf.function: False = cast to
+# float32, softmax, cast back (right under XLA, whose bfloat16 softmax exponentiates in
+# bfloat16: up to 7% error); True = TensorFlow's own softmax kernel on bfloat16, kept out of
+# XLA clusters (oneDNN computes in float32 and returns exactly the rounded float32 result,
+# 2.5x faster on CPU). training/trainer.configure_xla sets it for the "fusible" mode.
+_SOFTMAX_KERNEL = [False]
+
+
+def use_softmax_kernel(enabled):
+  """See _SOFTMAX_KERNEL."""
+  _SOFTMAX_KERNEL[0] = bool(enabled)
+
+
 def masked_softmax(logits, mask=None, keep=None):
   """Attention probabilities: softmax over the last axis, computed in float32.
 
@@ -55,10 +68,16 @@ def masked_softmax(logits, mask=None, keep=None):
 
   @tf.custom_gradient
   def forward(x, *maybe_keep):
-    x32 = tf.cast(x, tf.float32)
-    if mask is not None:
-      x32 = tf.where(mask, tf.constant(-1e30, tf.float32), x32)
-    p = tf.cast(tf.nn.softmax(x32, axis=-1), dtype)
+    if _SOFTMAX_KERNEL[0] and dtype == tf.bfloat16 and not tf.executing_eagerly():
+      if mask is not None:
+        x = tf.where(mask, tf.constant(-1e30, dtype), x)
+      with tf.xla.experimental.jit_scope(compile_ops=False):
+        p = tf.nn.softmax(x, axis=-1)
+    else:
+      x32 = tf.cast(x, tf.float32)
+      if mask is not None:
+        x32 = tf.where(mask, tf.constant(-1e30, tf.float32), x32)
+      p = tf.cast(tf.nn.softmax(x32, axis=-1), dtype)
     out = p * maybe_keep[0] if maybe_keep else p
 
     def grad(dout):
@@ -87,6 +106,33 @@ def rel_shift(x, klen):
   x = tf.reshape(x, [b, h, r, l])[:, :, 1:, :]
   x = tf.reshape(x, [b, h, l, r - 1])
   return x[:, :, :, :klen]
+
+
+def rel_shift_rows(x, positions, qlen, klen):
+  """rel_shift for rows at arbitrary positions (the query stream's targets).
+
+  Args:
+    x: [B, H, P, R] scores laid out as for rel_shift; row p belongs to the
+      token at positions[b, p] of a segment of length qlen (L).
+    positions: int [B, P].
+  Returns:
+    [B, H, P, klen] with out[..., p, j] = x[..., p, L - positions[p] + j],
+    what rel_shift gives the content row at that position.
+  """
+  fn = _rel_shift_rows_xla if _SOFTMAX_KERNEL[0] and not tf.executing_eagerly() else _rel_shift_rows
+  return fn(x, positions, qlen, klen)
+
+
+def _rel_shift_rows(x, positions, qlen, klen):
+  idx = qlen - positions[:, None, :, None] + tf.range(klen)[None, None, None, :]
+  idx = tf.clip_by_value(idx, 0, tf.shape(x)[-1] - 1)
+  idx = tf.broadcast_to(idx, tf.concat([tf.shape(x)[:3], [klen]], axis=0))
+  return tf.gather(x, idx, batch_dims=3)
+
+
+# The same gather compiled by XLA (1.5x faster forward and backward on CPU than
+# TensorFlow's batched GatherV2 / UnsortedSegmentSum), used outside full-XLA steps.
+_rel_shift_rows_xla = tf.function(_rel_shift_rows, jit_compile=True)
 
 
 def relative_positions(qlen, klen, attn_type="bi", clamp_len=-1):

@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import checkpoint as ckpt_lib
+from modeling import ops
 
 # How the train step is compiled (--xla):
 #   full     the whole step is one XLA computation (jit_compile=True): the TPU path and
@@ -46,6 +47,8 @@ def configure_xla(mode):
   these settings when it runs its first op: entry scripts call this first thing."""
   if mode not in XLA_MODES:
     raise ValueError(f"--xla={mode}: expected one of {', '.join(XLA_MODES)}")
+  # Attention softmax on TensorFlow's kernel wherever XLA does not compile it (modeling/ops.py).
+  ops.use_softmax_kernel(mode != "full")
   if mode == "fusible":
     current = os.environ.get("TF_XLA_FLAGS", "")
     if _FUSIBLE_FLAGS not in current:

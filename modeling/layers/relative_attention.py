@@ -124,11 +124,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     if positions is None:
       bd = ops.rel_shift(bd, klen)
     else:
-      # Row for a target at position p reads columns L - p + j (see rel_shift).
-      idx = seg_len - positions[:, None, :, None] + tf.range(klen)[None, None, None, :]
-      idx = tf.clip_by_value(idx, 0, tf.shape(bd)[-1] - 1)
-      idx = tf.broadcast_to(idx, tf.concat([tf.shape(bd)[:3], [klen]], axis=0))
-      bd = tf.gather(bd, idx, batch_dims=3)
+      bd = ops.rel_shift_rows(bd, positions, seg_len, klen)
     score = ac + bd
     if seg_diff is not None:
       ef = tf.einsum("bnqd,nd->bnq", (q + r_s_bias) * scale, seg_embed[1] - seg_embed[0])
