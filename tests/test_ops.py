@@ -26,6 +26,86 @@ def test_rel_shift_matches_distance_rule_batched():
       np.testing.assert_array_equal(out[:, :, i, j], x[:, :, i, t])
 
 
+def test_rel_shift_rows_exact_and_equal_to_rel_shift_rows():
+  qlen, klen = 3, 4  # the matrix of test_rel_shift_exact
+  x = np.array([[10 * i + t for t in range(klen + qlen)] for i in range(qlen)], np.float32)
+  # Query rows for targets at positions 2 and 0 read what content rows 2 and 0 read.
+  rows = tf.constant(x[[2, 0]][None, None])
+  out = ops.rel_shift_rows(rows, tf.constant([[2, 0]]), qlen, klen).numpy()[0, 0]
+  np.testing.assert_array_equal(out, [[21, 22, 23, 24], [3, 4, 5, 6]])
+
+
+def test_rel_shift_rows_xla_path_same_values_and_gradient():
+  rng = np.random.default_rng(1)
+  b, h, qlen, mlen, p = 2, 3, 6, 2, 3
+  klen = qlen + mlen
+  x = tf.constant(rng.standard_normal([b, h, p, klen + qlen]).astype(np.float32))
+  positions = tf.constant([[5, 0, 2], [1, 4, 3]])
+  w = tf.constant(rng.standard_normal([b, h, p, klen]).astype(np.float32))
+
+  def run():
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = ops.rel_shift_rows(x, positions, qlen, klen)
+      loss = tf.reduce_sum(y * w)
+    return y, tape.gradient(loss, x)
+
+  y_ref, g_ref = run()                       # eager: TensorFlow's gather
+  try:
+    ops.use_softmax_kernel(True)             # the fusible mode: the XLA-compiled gather
+    y, g = tf.function(run)()
+  finally:
+    ops.use_softmax_kernel(False)
+  np.testing.assert_array_equal(y.numpy(), y_ref.numpy())
+  np.testing.assert_allclose(g.numpy(), g_ref.numpy(), rtol=1e-6)
+  # Each row's gradient lands on exactly the klen columns it read.
+  counts = (g_ref.numpy() != 0).sum(-1)
+  np.testing.assert_array_equal(counts, np.full([b, h, p], klen))
+
+
+def _softmax_reference(x, mask, keep):
+  y = tf.nn.softmax(tf.where(mask, -1e30, x), axis=-1)
+  return y if keep is None else y * keep
+
+
+def test_masked_softmax_values_and_gradient_equal_autodiff():
+  rng = np.random.default_rng(2)
+  x = tf.constant(rng.standard_normal([2, 3, 4, 5]).astype(np.float32))
+  mask = tf.constant(rng.random([2, 1, 4, 5]) < 0.3)
+  keep = tf.constant((rng.random([2, 3, 4, 5]) < 0.9) / 0.9, tf.float32)
+  dout = tf.constant(rng.standard_normal([2, 3, 4, 5]).astype(np.float32))
+  for k in (None, keep):
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch(x)
+      ours = ops.masked_softmax(x, mask, k)
+      ref = _softmax_reference(x, mask, k)
+      l_ours, l_ref = tf.reduce_sum(ours * dout), tf.reduce_sum(ref * dout)
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(tape.gradient(l_ours, x).numpy(), tape.gradient(l_ref, x).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    blocked = np.broadcast_to(mask.numpy(), ours.shape)
+    assert (ours.numpy()[blocked] == 0).all()
+    assert (tape.gradient(l_ours, x).numpy()[blocked] == 0).all()
+
+
+def test_masked_softmax_bfloat16_kernel_is_the_rounded_float32_softmax():
+  rng = np.random.default_rng(3)
+  x = tf.constant((3 * rng.standard_normal([2, 4, 16, 48])).astype(np.float32))
+  x16 = tf.cast(x, tf.bfloat16)
+  mask = tf.constant(rng.random([2, 1, 16, 48]) < 0.3)
+  ref = tf.cast(_softmax_reference(tf.cast(x16, tf.float32), mask, None), tf.bfloat16)
+  for kernel in (False, True):
+    try:
+      ops.use_softmax_kernel(kernel)
+      out = tf.function(lambda v: ops.masked_softmax(v, mask))(x16)
+    finally:
+      ops.use_softmax_kernel(False)
+    assert out.dtype == tf.bfloat16
+    diff = np.abs(tf.cast(out, tf.float32).numpy() - tf.cast(ref, tf.float32).numpy())
+    # at most one bfloat16 rounding step apart (2^-8 relative)
+    assert (diff <= 2 ** -8 * tf.cast(ref, tf.float32).numpy() + 1e-30).all(), kernel
+
+
 def test_relative_positions_exact():
   np.testing.assert_array_equal(ops.relative_positions(3, 5, "bi"), [5, 4, 3, 2, 1, 0, -1, -2])
   np.testing.assert_array_equal(ops.relative_positions(3, 5, "uni"), [5, 4, 3, 2, 1, 0])
