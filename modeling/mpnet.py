@@ -170,10 +170,8 @@ class MPNetEncoder(keras.layers.Layer):
 
     def attend(q, k, v, b, mask):
       score = tf.matmul(q, k, transpose_b=True) * scale + b
-      if mask is not None:
-        score = tf.where(mask, ops.large_negative(score.dtype), score)
-      prob = tf.cast(tf.nn.softmax(tf.cast(score, tf.float32), axis=-1), dtype)
-      return merge(tf.matmul(self.attention_dropout(prob, training=training), v))
+      keep = self.attention_dropout.keep_mask(tf.shape(score), score.dtype, training)
+      return merge(tf.matmul(ops.masked_softmax(score, mask, keep), v))
 
     def finish(layer, x, ctx):
       x = layer["attn_norm"](self.dropout(layer["o"](ctx), training=training) + x)

@@ -34,17 +34,26 @@ def large_negative(dtype):
   return tf.constant(-1e30, dtype)
 
 
-# How masked_softmax computes bfloat16 probabilities inside a tf.function: False = cast to
-# float32, softmax, cast back (right under XLA, whose bfloat16 softmax exponentiates in
-# bfloat16: up to 7% error); True = TensorFlow's own softmax kernel on bfloat16, kept out of
-# XLA clusters (oneDNN computes in float32 and returns exactly the rounded float32 result,
-# 2.5x faster on CPU). training/trainer.configure_xla sets it for the "fusible" mode.
-_SOFTMAX_KERNEL = [False]
+# How the step around these ops is compiled (training/trainer.configure_xla sets it from --xla):
+#   "full"     one XLA computation: bfloat16 softmax is cast to float32 (XLA's own bfloat16
+#              softmax exponentiates in bfloat16: up to 7% error);
+#   "fusible"  TensorFlow kernels + XLA element-wise clusters: the bfloat16 softmax runs on
+#              TensorFlow's kernel, kept out of the clusters (oneDNN computes in float32 and
+#              returns the rounded float32 result, 2.5x faster on CPU), and rel_shift_rows'
+#              gather is compiled by XLA (1.5x TensorFlow's GatherV2 / UnsortedSegmentSum);
+#   "off"      TensorFlow kernels only: the same softmax kernel, TensorFlow's gather.
+_XLA_MODE = ["full"]
 
 
-def use_softmax_kernel(enabled):
-  """See _SOFTMAX_KERNEL."""
-  _SOFTMAX_KERNEL[0] = bool(enabled)
+def set_xla_mode(mode):
+  """See _XLA_MODE."""
+  if mode not in ("full", "fusible", "off"):
+    raise ValueError(f"unknown XLA mode {mode!r}")
+  _XLA_MODE[0] = mode
+
+
+def _in_graph(mode_set):
+  return _XLA_MODE[0] in mode_set and not tf.executing_eagerly()
 
 
 def masked_softmax(logits, mask=None, keep=None):
@@ -68,7 +77,7 @@ def masked_softmax(logits, mask=None, keep=None):
 
   @tf.custom_gradient
   def forward(x, *maybe_keep):
-    if _SOFTMAX_KERNEL[0] and dtype == tf.bfloat16 and not tf.executing_eagerly():
+    if dtype == tf.bfloat16 and _in_graph(("fusible", "off")):
       if mask is not None:
         x = tf.where(mask, tf.constant(-1e30, dtype), x)
       with tf.xla.experimental.jit_scope(compile_ops=False):
@@ -119,7 +128,7 @@ def rel_shift_rows(x, positions, qlen, klen):
     [B, H, P, klen] with out[..., p, j] = x[..., p, L - positions[p] + j],
     what rel_shift gives the content row at that position.
   """
-  fn = _rel_shift_rows_xla if _SOFTMAX_KERNEL[0] and not tf.executing_eagerly() else _rel_shift_rows
+  fn = _rel_shift_rows_xla if _in_graph(("fusible",)) else _rel_shift_rows
   return fn(x, positions, qlen, klen)
 
 
@@ -131,7 +140,7 @@ def _rel_shift_rows(x, positions, qlen, klen):
 
 
 # The same gather compiled by XLA (1.5x faster forward and backward on CPU than
-# TensorFlow's batched GatherV2 / UnsortedSegmentSum), used outside full-XLA steps.
+# TensorFlow's batched GatherV2 / UnsortedSegmentSum), used in fusible steps.
 _rel_shift_rows_xla = tf.function(_rel_shift_rows, jit_compile=True)
 
 

@@ -52,10 +52,10 @@ def test_rel_shift_rows_xla_path_same_values_and_gradient():
 
   y_ref, g_ref = run()                       # eager: TensorFlow's gather
   try:
-    ops.use_softmax_kernel(True)             # the fusible mode: the XLA-compiled gather
+    ops.set_xla_mode("fusible")              # the XLA-compiled gather
     y, g = tf.function(run)()
   finally:
-    ops.use_softmax_kernel(False)
+    ops.set_xla_mode("full")
   np.testing.assert_array_equal(y.numpy(), y_ref.numpy())
   np.testing.assert_allclose(g.numpy(), g_ref.numpy(), rtol=1e-6)
   # Each row's gradient lands on exactly the klen columns it read.
@@ -96,10 +96,10 @@ def test_masked_softmax_bfloat16_kernel_is_the_rounded_float32_softmax():
   ref = tf.cast(_softmax_reference(tf.cast(x16, tf.float32), mask, None), tf.bfloat16)
   for kernel in (False, True):
     try:
-      ops.use_softmax_kernel(kernel)
+      ops.set_xla_mode("off" if kernel else "full")
       out = tf.function(lambda v: ops.masked_softmax(v, mask))(x16)
     finally:
-      ops.use_softmax_kernel(False)
+      ops.set_xla_mode("full")
     assert out.dtype == tf.bfloat16
     diff = np.abs(tf.cast(out, tf.float32).numpy() - tf.cast(ref, tf.float32).numpy())
     # at most one bfloat16 rounding step apart (2^-8 relative)

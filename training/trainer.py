@@ -47,8 +47,7 @@ def configure_xla(mode):
   these settings when it runs its first op: entry scripts call this first thing."""
   if mode not in XLA_MODES:
     raise ValueError(f"--xla={mode}: expected one of {', '.join(XLA_MODES)}")
-  # Attention softmax on TensorFlow's kernel wherever XLA does not compile it (modeling/ops.py).
-  ops.use_softmax_kernel(mode != "full")
+  ops.set_xla_mode(mode)   # which kernels the attention softmax / gather use (modeling/ops.py)
   if mode == "fusible":
     current = os.environ.get("TF_XLA_FLAGS", "")
     if _FUSIBLE_FLAGS not in current:
