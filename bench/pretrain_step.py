@@ -10,6 +10,9 @@ One run measures, side by side on this machine:
   - ours: float32 and mixed_bfloat16, the step under XLA (--xla=full), with TF matmuls +
     XLA element-wise clusters (--xla=fusible) and as a plain tf.function;
   - ours, MPNet at the same sizes (c = 43 predicted, no memory): float32 XLA, bf16 fusible;
+  - a bound, not a model: our bf16 fusible step with attention cut down to its three
+    matmuls (scores over K key columns, no rel-shift, segment term, mask, softmax or
+    dropout), i.e. what the step would take if that element-wise work were free;
   - Model Garden's TF2 XLNet (tf-models-official, in its own virtual env given by
     --mg_python), eager tf.function and XLA.
 
@@ -67,11 +70,25 @@ def matmul_peak(n_steps):
   return out
 
 
-def ours(policy, n_steps, xla="full"):
+def _attend_matmuls_only(self, q, k, v, k_r, biases, seg_embed, seg_diff, mask, klen,
+                         positions, training, seg_len=None):
+  """TwoStreamRelativeAttention._attend without its element-wise work (the bound row)."""
+  import tensorflow as tf
+  r_w_bias, r_r_bias = (b[:, None, :] for b in biases[:2])
+  scale = tf.cast(self._scale, q.dtype)
+  ac = tf.matmul((q + r_w_bias) * scale, k, transpose_b=True)
+  bd = self._position_scores((q + r_r_bias) * scale, k_r[:, :, :klen])
+  return tf.matmul(ac + bd, v)
+
+
+def ours(policy, n_steps, xla="full", bound=False):
   import keras
   import numpy as np
   import tensorflow as tf
   sys.path.insert(0, ROOT)
+  if bound:
+    from modeling.layers import relative_attention
+    relative_attention.TwoStreamRelativeAttention._attend = _attend_matmuls_only
   from modeling import losses
   from modeling.config import RunConfig, XLNetConfig
   from modeling.models import XLNetPretrainModel
@@ -188,7 +205,7 @@ def model_garden(mode, n_steps):
 
 def child(args):
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  if args.what.endswith(":fusible"):
+  if ":fusible" in args.what:
     import tensorflow as tf
     sys.path.insert(0, ROOT)
     from training import trainer as trainer_lib
@@ -196,8 +213,8 @@ def child(args):
   if args.what == "peak":
     result = matmul_peak(args.steps)
   elif args.what.startswith("ours:"):
-    _, policy, mode = args.what.split(":")
-    result = ours(policy, args.steps, xla=mode)
+    _, policy, mode, *bound = args.what.split(":")
+    result = ours(policy, args.steps, xla=mode, bound=bool(bound))
   elif args.what.startswith("mpnet:"):
     _, policy, mode = args.what.split(":")
     result = mpnet_step(policy, args.steps, xla=mode)
@@ -230,6 +247,8 @@ def main():
                         ("off", "tf.function")):
       rows[f"ours {policy} ({label})"] = run_child(sys.executable, f"ours:{policy}:{mode}",
                                                    args.steps)
+  rows["bound: bf16 fusible, attention matmuls only"] = run_child(
+      sys.executable, "ours:mixed_bfloat16:fusible:bound", args.steps)
   for policy, mode, label in (("float32", "full", "XLA"),
                               ("mixed_bfloat16", "fusible", "XLA fusible ops")):
     rows[f"ours MPNet {policy} ({label})"] = run_child(sys.executable, f"mpnet:{policy}:{mode}",
@@ -251,8 +270,8 @@ def main():
     ratio = f"{best_mg / sec:.2f}x" if best_mg else "-"
     # XLNet's FLOP count against the peak of the row's compute dtype (MPNet rows: "-")
     dtype = "bfloat16" if "bfloat16" in name else "float32"
-    frac = "-" if "MPNet" in name else f"{FLOPS_PER_STEP / sec / peak[dtype]:.0%} {dtype[:4]}"
-    print(f"{name:44s} {sec:8.2f} {B * L / sec:9.0f} {ratio:>10s} {frac:>8s}")
+    frac = "-" if "MPNet" in name or name.startswith("bound") else f"{FLOPS_PER_STEP / sec / peak[dtype]:.0%} {dtype[:4]}"
+    print(f"{name[:44]:44s} {sec:8.2f} {B * L / sec:9.0f} {ratio:>10s} {frac:>8s}")
 
 if __name__ == "__main__":
   main()
