@@ -171,7 +171,7 @@ class MPNetEncoder(keras.layers.Layer):
     def attend(q, k, v, b, mask):
       score = tf.matmul(q, k, transpose_b=True) * scale + b
       keep = self.attention_dropout.keep_mask(tf.shape(score), score.dtype, training)
-      return merge(tf.matmul(ops.masked_softmax(score, mask, keep), v))
+      return merge(ops.attention_values(score, v, mask, keep))
 
     def finish(layer, x, ctx):
       x = layer["attn_norm"](self.dropout(layer["o"](ctx), training=training) + x)

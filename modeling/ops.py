@@ -56,49 +56,68 @@ def _in_graph(mode_set):
   return _XLA_MODE[0] in mode_set and not tf.executing_eagerly()
 
 
-def masked_softmax(logits, mask=None, keep=None):
+def masked_softmax(logits, mask=None):
   """Attention probabilities: softmax over the last axis, computed in float32.
 
   Args:
     logits: [..., K] scores (any float dtype; the result has the same dtype).
     mask: bool, broadcastable to logits, True = blocked (probability 0), or None.
-    keep: dropout's scaled keep mask (0 or 1/keep_prob) in logits' shape and
-      dtype, applied to the probabilities, or None.
   Returns:
-    softmax(where(mask, -1e30, logits)) * keep.
+    softmax(where(mask, -1e30, logits)). Attention differentiates it through
+    attention_values' written-out gradient.
+  """
+  logits = tf.convert_to_tensor(logits)
+  dtype = logits.dtype
+  if dtype == tf.bfloat16 and _in_graph(("fusible", "off")):
+    if mask is not None:
+      logits = tf.where(mask, tf.constant(-1e30, dtype), logits)
+    with tf.xla.experimental.jit_scope(compile_ops=False):
+      return tf.nn.softmax(logits, axis=-1)
+  x32 = tf.cast(logits, tf.float32)
+  if mask is not None:
+    x32 = tf.where(mask, tf.constant(-1e30, tf.float32), x32)
+  return tf.cast(tf.nn.softmax(x32, axis=-1), dtype)
 
-  The gradient is written out (dlogits = p * (g - sum(g * p)) with g = dout *
-  keep, p the probabilities as returned before dropout): two fused passes over
-  the [..., K] tensor where automatic differentiation of the same ops makes six,
-  with float32 copies between them. Blocked entries have p = 0, so they get 0.
+
+def attention_values(logits, values, mask=None, keep=None):
+  """Attention output: (masked_softmax(logits, mask) * keep) @ values.
+
+  Args:
+    logits: [..., Q, K] scores; values: [..., K, d] (same leading dims).
+    mask, keep: as for masked_softmax.
+  Returns:
+    [..., Q, d] in values' dtype.
+
+  The gradient is written out, with FlashAttention's shortcut: the row sums
+  the softmax gradient needs, sum_k(dprob * keep * p), equal sum_d(dout * out)
+  over the [Q, d] output, so no reduction runs over the [Q, K] tensor and the
+  score gradient is one element-wise pass, dlogits = p * (dprob * keep -
+  sum_d(dout * out)), in float32. Automatic differentiation of the same ops
+  makes six passes with float32 copies between them. Blocked entries have
+  p = 0, so they get 0.
   """
   logits = tf.convert_to_tensor(logits)
   dtype = logits.dtype
 
   @tf.custom_gradient
-  def forward(x, *maybe_keep):
-    if dtype == tf.bfloat16 and _in_graph(("fusible", "off")):
-      if mask is not None:
-        x = tf.where(mask, tf.constant(-1e30, dtype), x)
-      with tf.xla.experimental.jit_scope(compile_ops=False):
-        p = tf.nn.softmax(x, axis=-1)
-    else:
-      x32 = tf.cast(x, tf.float32)
-      if mask is not None:
-        x32 = tf.where(mask, tf.constant(-1e30, tf.float32), x32)
-      p = tf.cast(tf.nn.softmax(x32, axis=-1), dtype)
-    out = p * maybe_keep[0] if maybe_keep else p
+  def forward(x, v, *maybe_keep):
+    p = masked_softmax(x, mask)
+    pk = p * maybe_keep[0] if maybe_keep else p
+    out = tf.matmul(pk, v)
 
     def grad(dout):
-      g = tf.cast(dout, tf.float32)
+      dprob = tf.matmul(dout, v, transpose_b=True)
+      dv = tf.matmul(pk, dout, transpose_a=True)
+      row = tf.reduce_sum(tf.cast(dout, tf.float32) * tf.cast(out, tf.float32), axis=-1,
+                          keepdims=True)
+      g = tf.cast(dprob, tf.float32)
       if maybe_keep:
         g = g * tf.cast(maybe_keep[0], tf.float32)
-      p32 = tf.cast(p, tf.float32)
-      dx = p32 * (g - tf.reduce_sum(g * p32, axis=-1, keepdims=True))
-      return (tf.cast(dx, dtype),) + ((None,) if maybe_keep else ())
+      dx = tf.cast(p, tf.float32) * (g - row)
+      return (tf.cast(dx, dtype), dv) + ((None,) if maybe_keep else ())
     return out, grad
 
-  return forward(logits, keep) if keep is not None else forward(logits)
+  return forward(logits, values, keep) if keep is not None else forward(logits, values)
 
 
 def rel_shift(x, klen):

@@ -68,24 +68,27 @@ def _softmax_reference(x, mask, keep):
   return y if keep is None else y * keep
 
 
-def test_masked_softmax_values_and_gradient_equal_autodiff():
+def test_attention_values_and_gradients_equal_autodiff():
   rng = np.random.default_rng(2)
   x = tf.constant(rng.standard_normal([2, 3, 4, 5]).astype(np.float32))
+  v = tf.constant(rng.standard_normal([2, 3, 5, 6]).astype(np.float32))
   mask = tf.constant(rng.random([2, 1, 4, 5]) < 0.3)
   keep = tf.constant((rng.random([2, 3, 4, 5]) < 0.9) / 0.9, tf.float32)
-  dout = tf.constant(rng.standard_normal([2, 3, 4, 5]).astype(np.float32))
+  dout = tf.constant(rng.standard_normal([2, 3, 4, 6]).astype(np.float32))
   for k in (None, keep):
     with tf.GradientTape(persistent=True) as tape:
-      tape.watch(x)
-      ours = ops.masked_softmax(x, mask, k)
-      ref = _softmax_reference(x, mask, k)
+      tape.watch([x, v])
+      ours = ops.attention_values(x, v, mask, k)
+      ref = tf.matmul(_softmax_reference(x, mask, k), v)
       l_ours, l_ref = tf.reduce_sum(ours * dout), tf.reduce_sum(ref * dout)
-    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(tape.gradient(l_ours, x).numpy(), tape.gradient(l_ref, x).numpy(),
-                               rtol=1e-5, atol=1e-6)
-    blocked = np.broadcast_to(mask.numpy(), ours.shape)
-    assert (ours.numpy()[blocked] == 0).all()
+    np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    for ours_g, ref_g in zip(tape.gradient(l_ours, [x, v]), tape.gradient(l_ref, [x, v])):
+      np.testing.assert_allclose(ours_g.numpy(), ref_g.numpy(), rtol=1e-5, atol=1e-5)
+    blocked = np.broadcast_to(mask.numpy(), x.shape)
     assert (tape.gradient(l_ours, x).numpy()[blocked] == 0).all()
+  probs = ops.masked_softmax(x, mask).numpy()
+  np.testing.assert_allclose(probs, _softmax_reference(x, mask, None).numpy(), rtol=1e-6)
+  assert (probs[blocked] == 0).all()
 
 
 def test_masked_softmax_bfloat16_kernel_is_the_rounded_float32_softmax():

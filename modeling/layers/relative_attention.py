@@ -130,8 +130,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
       ef = tf.einsum("bnqd,nd->bnq", (q + r_s_bias) * scale, seg_embed[1] - seg_embed[0])
       score += tf.where(seg_diff[:, None], ef[..., None], tf.zeros([], score.dtype))
     keep = self.attention_dropout.keep_mask(tf.shape(score), score.dtype, training)
-    prob = ops.masked_softmax(score, None if mask is None else mask[:, None], keep)
-    return tf.matmul(prob, v)
+    return ops.attention_values(score, v, None if mask is None else mask[:, None], keep)
 
   def _post_attention(self, x, vec, training):
     out = tf.einsum("bnqd,Dnd->bqD", vec, tf.cast(self.o_kernel, vec.dtype))
