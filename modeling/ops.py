@@ -17,6 +17,7 @@ THE MASK CONVENTION (the one used across this project, data and model alike):
   Memory is always visible.
 """
 
+import contextlib
 import math
 
 import tensorflow as tf
@@ -56,6 +57,13 @@ def _in_graph(mode_set):
   return _XLA_MODE[0] in mode_set and not tf.executing_eagerly()
 
 
+def _tf_kernels():
+  """Keeps the ops created inside out of XLA clusters in fusible / off steps."""
+  if _in_graph(("fusible", "off")):
+    return tf.xla.experimental.jit_scope(compile_ops=False)
+  return contextlib.nullcontext()
+
+
 def masked_softmax(logits, mask=None):
   """Attention probabilities: softmax over the last axis, computed in float32.
 
@@ -71,7 +79,7 @@ def masked_softmax(logits, mask=None):
   if dtype == tf.bfloat16 and _in_graph(("fusible", "off")):
     if mask is not None:
       logits = tf.where(mask, tf.constant(-1e30, dtype), logits)
-    with tf.xla.experimental.jit_scope(compile_ops=False):
+    with _tf_kernels():
       return tf.nn.softmax(logits, axis=-1)
   x32 = tf.cast(logits, tf.float32)
   if mask is not None:
@@ -129,11 +137,23 @@ def rel_shift(x, klen):
   Returns:
     [B, H, L, klen] with out[..., i, j] = x[..., i, L - i + j], the score for
     relative distance (M + i) - j.
+
+  The gradient (two zero pads) runs on TensorFlow's Pad kernel outside full-XLA
+  steps: 8x faster on CPU than XLA's element-wise pad loop.
   """
-  b, h, l, r = tf.unstack(tf.shape(x))
-  x = tf.reshape(x, [b, h, r, l])[:, :, 1:, :]
-  x = tf.reshape(x, [b, h, l, r - 1])
-  return x[:, :, :, :klen]
+  @tf.custom_gradient
+  def forward(x):
+    b, h, l, r = tf.unstack(tf.shape(x))
+    y = tf.reshape(x, [b, h, r, l])[:, :, 1:, :]
+    y = tf.reshape(y, [b, h, l, r - 1])[:, :, :, :klen]
+
+    def grad(dy):
+      with _tf_kernels():
+        dx = tf.pad(dy, [[0, 0], [0, 0], [0, 0], [0, r - 1 - klen]])
+        dx = tf.pad(tf.reshape(dx, [b, h, r - 1, l]), [[0, 0], [0, 0], [1, 0], [0, 0]])
+        return tf.reshape(dx, [b, h, l, r])
+    return y, grad
+  return forward(x)
 
 
 def rel_shift_rows(x, positions, qlen, klen):

@@ -26,6 +26,34 @@ def test_rel_shift_matches_distance_rule_batched():
       np.testing.assert_array_equal(out[:, :, i, j], x[:, :, i, t])
 
 
+def test_rel_shift_gradient_is_the_transposed_gather_in_every_mode():
+  rng = np.random.default_rng(4)
+  b, h, qlen, mlen = 2, 3, 5, 2
+  klen = qlen + mlen
+  x = tf.constant(rng.standard_normal([b, h, qlen, klen + qlen]).astype(np.float32))
+  w = tf.constant(rng.standard_normal([b, h, qlen, klen]).astype(np.float32))
+  # Reference: out[i, j] = x[i, L - i + j] as an explicit gather.
+  idx = qlen - np.arange(qlen)[:, None] + np.arange(klen)[None, :]
+  idx = np.broadcast_to(idx, [b, h, qlen, klen])
+
+  def run(fn):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      loss = tf.reduce_sum(fn(x) * w)
+    return tape.gradient(loss, x)
+
+  g_ref = run(lambda v: tf.gather(v, idx, batch_dims=3))
+  for mode in ("full", "fusible", "off"):
+    try:
+      ops.set_xla_mode(mode)
+      g = tf.function(lambda: run(lambda v: ops.rel_shift(v, klen)))()
+    finally:
+      ops.set_xla_mode("full")
+    np.testing.assert_array_equal(g.numpy(), g_ref.numpy())
+  # Column 0 (distance K) and the last L - 1 - i columns of row i are never read.
+  assert (g_ref.numpy()[..., 0] == 0).all()
+
+
 def test_rel_shift_rows_exact_and_equal_to_rel_shift_rows():
   qlen, klen = 3, 4  # the matrix of test_rel_shift_exact
   x = np.array([[10 * i + t for t in range(klen + qlen)] for i in range(qlen)], np.float32)
