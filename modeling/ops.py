@@ -40,7 +40,8 @@ def large_negative(dtype):
 #              softmax exponentiates in bfloat16: up to 7% error);
 #   "fusible"  TensorFlow kernels + XLA element-wise clusters: the bfloat16 softmax runs on
 #              TensorFlow's kernel, kept out of the clusters (oneDNN computes in float32 and
-#              returns the rounded float32 result, 2.5x faster on CPU), and rel_shift_rows'
+#              returns the rounded float32 result, 2.5x faster on CPU), so does rel_shift's
+#              gradient (TensorFlow's Pad, 8x XLA's CPU pad loop), and rel_shift_rows'
 #              gather is compiled by XLA (1.5x TensorFlow's GatherV2 / UnsortedSegmentSum);
 #   "off"      TensorFlow kernels only: the same softmax kernel, TensorFlow's gather.
 _XLA_MODE = ["full"]
