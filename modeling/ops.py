@@ -18,6 +18,7 @@ THE MASK CONVENTION (the one used across this project, data and model alike):
 """
 
 import contextlib
+import functools
 import math
 
 import tensorflow as tf
@@ -38,9 +39,9 @@ def large_negative(dtype):
 # How the step around these ops is compiled (training/trainer.configure_xla sets it from --xla):
 #   "full"     one XLA computation: bfloat16 softmax is cast to float32 (XLA's own bfloat16
 #              softmax exponentiates in bfloat16: up to 7% error);
-#   "fusible"  TensorFlow kernels + XLA element-wise clusters: the bfloat16 softmax runs on
-#              TensorFlow's kernel, kept out of the clusters (oneDNN computes in float32 and
-#              returns the rounded float32 result, 2.5x faster on CPU), so does rel_shift's
+#   "fusible"  TensorFlow kernels + XLA element-wise clusters: where TensorFlow uses oneDNN,
+#              the bfloat16 softmax runs on its kernel, kept out of the clusters (float32
+#              inside, the rounded float32 result, 2.5x faster on CPU), so does rel_shift's
 #              gradient (TensorFlow's Pad, 8x XLA's CPU pad loop), and rel_shift_rows'
 #              gather is compiled by XLA (1.5x TensorFlow's GatherV2 / UnsortedSegmentSum);
 #   "off"      TensorFlow kernels only: the same softmax kernel, TensorFlow's gather.
@@ -65,6 +66,21 @@ def _tf_kernels():
   return contextlib.nullcontext()
 
 
+@functools.lru_cache(maxsize=None)
+def _onednn_bf16_softmax():
+  """Whether TensorFlow's bfloat16 softmax kernel is oneDNN's (float32 inside).
+
+  oneDNN is on by default only on some x86 CPUs (TF_ENABLE_ONEDNN_OPTS decides);
+  without it the kernel is Eigen's, which exponentiates in bfloat16 (up to 7%
+  error, measured on an AMD EPYC), so the float32 softmax is used instead.
+  """
+  try:
+    from tensorflow.python.util import _pywrap_util_port
+    return bool(_pywrap_util_port.IsMklEnabled())
+  except (ImportError, AttributeError):
+    return False
+
+
 def masked_softmax(logits, mask=None):
   """Attention probabilities: softmax over the last axis, computed in float32.
 
@@ -77,7 +93,7 @@ def masked_softmax(logits, mask=None):
   """
   logits = tf.convert_to_tensor(logits)
   dtype = logits.dtype
-  if dtype == tf.bfloat16 and _in_graph(("fusible", "off")):
+  if dtype == tf.bfloat16 and _in_graph(("fusible", "off")) and _onednn_bf16_softmax():
     if mask is not None:
       logits = tf.where(mask, tf.constant(-1e30, dtype), logits)
     with _tf_kernels():
@@ -155,6 +171,69 @@ def rel_shift(x, klen):
         return tf.reshape(dx, [b, h, l, r])
     return y, grad
   return forward(x)
+
+
+def position_scores(q, k_r):
+  """Scores of every query against every relative position.
+
+  Args:
+    q: [B, H, Q, d] queries (biased and scaled).
+    k_r: [1 or 2, H, R, d] projected relative positions; with 2 rows (bi_data)
+      the first half of the batch uses row 0 and the second half row 1.
+  Returns:
+    [B, H, Q, R] = q @ k_r^T, the [1 or 2] axis broadcast over the batch.
+  """
+  if k_r.shape[0] == 1:
+    return tf.matmul(q, k_r, transpose_b=True)
+  # A broadcasting batched matmul: no copy of k_r per batch row.
+  shape = tf.shape(q)
+  q2 = tf.reshape(q, tf.concat([[2, shape[0] // 2], shape[1:]], axis=0))
+  out = tf.matmul(q2, k_r[:, None], transpose_b=True)
+  return tf.reshape(out, tf.concat([shape[:-1], tf.shape(k_r)[2:3]], axis=0))
+
+
+# Query rows per block of rel_position_scores' banded product (measured on the
+# bench-small step: see bench/README.md).
+REL_BLOCK = 64
+
+
+def rel_position_scores(q, k_r, klen, block=REL_BLOCK):
+  """rel_shift(position_scores(q, k_r), klen), computed on the band it keeps.
+
+  Args:
+    q: [B, H, L, d] content-stream queries; k_r: [1 or 2, H, R, d] as for
+      position_scores, laid out as relative_positions ("bi": R = K + L).
+    klen: K. block: query rows per block.
+  Returns:
+    [B, H, L, K] with out[..., i, j] = q_i . k_r[L - i + j].
+
+  Query rows [n*b, (n+1)*b) read only the K + b positions starting at
+  L - (n+1)*b, so each block multiplies by its own window of k_r and
+  rel-shifts within it: (K + b) / (K + L) of the full product's work and
+  memory (448 / 640 at bench-small's L = 256, K = 384, b = 64), the same
+  numbers. Falls back to the full product when L is not a static multiple of
+  the block, when there is only one block, or when R != K + L ("uni").
+  """
+  qlen = q.shape[2]
+  rlen = k_r.shape[2]
+  if (not qlen or not isinstance(klen, int) or not block or qlen % block
+      or qlen <= block or rlen != klen + qlen):
+    return rel_shift(position_scores(q, k_r), klen)
+  n = qlen // block
+  width = klen + block
+  starts = qlen - block * (tf.range(n) + 1)                    # [n]
+  idx = starts[:, None] + tf.range(width)[None, :]             # [n, K + b]
+  windows = tf.gather(k_r, idx, axis=2)                        # [1|2, H, n, K + b, d]
+  shape = tf.shape(q)
+  qb = tf.reshape(q, tf.concat([shape[:2], [n, block], shape[3:]], axis=0))
+  if k_r.shape[0] == 1:
+    x = tf.matmul(qb, windows, transpose_b=True)               # [B, H, n, b, K + b]
+  else:
+    q2 = tf.reshape(qb, tf.concat([[2, shape[0] // 2, shape[1], n, block], shape[3:]], 0))
+    x = tf.matmul(q2, windows[:, None], transpose_b=True)
+  x = tf.reshape(x, [shape[0], shape[1] * n, block, width])
+  y = rel_shift(x, klen)                                       # [B, H * n, b, K]
+  return tf.reshape(y, [shape[0], shape[1], qlen, klen])
 
 
 def rel_shift_rows(x, positions, qlen, klen):
