@@ -77,7 +77,8 @@ def _attend_matmuls_only(self, q, k, v, k_r, biases, seg_embed, seg_diff, mask, 
   r_w_bias, r_r_bias = (b[:, None, :] for b in biases[:2])
   scale = tf.cast(self._scale, q.dtype)
   ac = tf.matmul((q + r_w_bias) * scale, k, transpose_b=True)
-  bd = self._position_scores((q + r_r_bias) * scale, k_r[:, :, :klen])
+  from modeling import ops
+  bd = ops.position_scores((q + r_r_bias) * scale, k_r[:, :, :klen])
   return tf.matmul(ac + bd, v)
 
 

@@ -54,6 +54,59 @@ def test_rel_shift_gradient_is_the_transposed_gather_in_every_mode():
   assert (g_ref.numpy()[..., 0] == 0).all()
 
 
+def test_rel_position_scores_banded_exact():
+  qlen, mlen = 4, 2
+  klen = qlen + mlen
+  # q_i = [1, i], k_r[t] = [t, 100]: score(i, t) = t + 100 i; row i reads t = L - i + j.
+  q = np.array([[1, i] for i in range(qlen)], np.float32)[None, None]
+  k_r = np.array([[t, 100] for t in range(klen + qlen)], np.float32)[None, None]
+  expected = [[4, 5, 6, 7, 8, 9], [103, 104, 105, 106, 107, 108],
+              [202, 203, 204, 205, 206, 207], [301, 302, 303, 304, 305, 306]]
+  for block in (1, 2, 4):        # 4 = one block: the full product
+    out = ops.rel_position_scores(tf.constant(q), tf.constant(k_r), klen, block=block)
+    np.testing.assert_array_equal(out.numpy()[0, 0], expected)
+
+
+def test_rel_position_scores_equal_the_full_product_values_and_gradients():
+  rng = np.random.default_rng(5)
+  b, h, qlen, mlen, d = 4, 3, 8, 4, 5
+  klen = qlen + mlen
+  w = tf.constant(rng.standard_normal([b, h, qlen, klen]).astype(np.float32))
+  for rows in (1, 2):            # 2 = bi_data: the batch halves use different rows
+    q = tf.constant(rng.standard_normal([b, h, qlen, d]).astype(np.float32))
+    k_r = tf.constant(rng.standard_normal([rows, h, klen + qlen, d]).astype(np.float32))
+
+    def run(fn):
+      with tf.GradientTape() as tape:
+        tape.watch([q, k_r])
+        y = fn(q, k_r)
+        loss = tf.reduce_sum(y * w)
+      return [y] + tape.gradient(loss, [q, k_r])
+
+    ref = run(lambda a, r: ops.rel_shift(ops.position_scores(a, r), klen))
+    for mode, jit in (("full", True), ("fusible", False), ("off", False)):
+      try:
+        ops.set_xla_mode(mode)
+        got = tf.function(lambda: run(lambda a, r: ops.rel_position_scores(a, r, klen, 2)),
+                          jit_compile=jit)()
+      finally:
+        ops.set_xla_mode("full")
+      for x, y in zip(got, ref):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-5, atol=1e-5)
+  # Rows of k_r that no query reads (distance K: column 0) get no gradient.
+  assert (ref[2].numpy()[:, :, 0] == 0).all()
+
+
+def test_rel_position_scores_fall_back_where_the_band_does_not_apply():
+  rng = np.random.default_rng(6)
+  q = tf.constant(rng.standard_normal([2, 1, 6, 3]).astype(np.float32))
+  for klen, rlen, block in ((8, 14, 4), (8, 9, 2), (8, 14, 6)):   # 6 % 4, "uni", one block
+    k_r = tf.constant(rng.standard_normal([1, 1, rlen, 3]).astype(np.float32))
+    got = ops.rel_position_scores(q, k_r, klen, block)
+    ref = ops.rel_shift(ops.position_scores(q, k_r), klen)
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
+
+
 def test_rel_shift_rows_exact_and_equal_to_rel_shift_rows():
   qlen, klen = 3, 4  # the matrix of test_rel_shift_exact
   x = np.array([[10 * i + t for t in range(klen + qlen)] for i in range(qlen)], np.float32)

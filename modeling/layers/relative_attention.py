@@ -75,7 +75,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     seg_embed = cast(seg_embed)
 
     cat = h if mems is None else tf.concat([mems, h], axis=1)
-    klen = tf.shape(cat)[1]
+    klen = cat.shape[1] or tf.shape(cat)[1]     # static where known (banded position scores)
     # Heads-major layout [B, H, T, d] throughout: every score and value product
     # is then a plain batched matmul (no transposes inside the einsums).
     k = _split_heads(cat, cast(self.k_kernel))
@@ -96,17 +96,6 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
       vec_g = vec_g * cast(target_valid)[:, None, :, None]
     return h_out, self._post_attention(g, vec_g, training)
 
-  def _position_scores(self, q, k_r):
-    """[B, H, Q, d] x [1 or 2, H, R, d] -> [B, H, Q, R]."""
-    if k_r.shape[0] == 1:
-      return tf.matmul(q, k_r, transpose_b=True)
-    # bi_data: the first half of the batch uses row 0, the second half row 1
-    # (a broadcasting batched matmul: no copy of k_r per batch row).
-    shape = tf.shape(q)
-    q2 = tf.reshape(q, tf.concat([[2, shape[0] // 2], shape[1:]], axis=0))
-    out = tf.matmul(q2, k_r[:, None], transpose_b=True)
-    return tf.reshape(out, tf.concat([shape[:3], tf.shape(k_r)[2:3]], axis=0))
-
   def _attend(self, q, k, v, k_r, biases, seg_embed, seg_diff, mask, klen, positions,
               training, seg_len=None):
     """q [B, H, Q, d], k / v [B, H, K, d] -> attention output [B, H, Q, d].
@@ -120,10 +109,10 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     r_w_bias, r_r_bias, r_s_bias = (b[:, None, :] for b in biases)   # [H, 1, d]
     scale = tf.cast(self._scale, q.dtype)
     ac = tf.matmul((q + r_w_bias) * scale, k, transpose_b=True)
-    bd = self._position_scores((q + r_r_bias) * scale, k_r)
     if positions is None:
-      bd = ops.rel_shift(bd, klen)
+      bd = ops.rel_position_scores((q + r_r_bias) * scale, k_r, klen)
     else:
+      bd = ops.position_scores((q + r_r_bias) * scale, k_r)
       bd = ops.rel_shift_rows(bd, positions, seg_len, klen)
     score = ac + bd
     if seg_diff is not None:
