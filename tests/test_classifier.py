@@ -111,7 +111,7 @@ def test_fine_tunes_well_above_chance_and_writes_submission(sst2, tmp_path):
   args = [sys.executable, "run_classifier.py", "--task_name=sst-2", f"--data_dir={d}",
           f"--sp_model={sp}", "--uncased", f"--model_config_path={cfg}",
           f"--model_dir={tmp_path}", "--max_seq_length=48", "--train_batch_size=16",
-          "--learning_rate=3e-3", "--train_steps=150", "--warmup_steps=15", "--save_every=75",
+          "--learning_rate=1e-3", "--train_steps=150", "--warmup_steps=15", "--save_every=75",
           "--steps_per_loop=15", "--dropout=0.0", "--dropatt=0.0", "--do_train", "--do_eval",
           "--do_predict"]
   r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600,
