@@ -67,7 +67,7 @@ def _tf_kernels():
 
 
 @functools.lru_cache(maxsize=None)
-def _onednn_bf16_softmax():
+def onednn_enabled():
   """Whether TensorFlow's bfloat16 softmax kernel is oneDNN's (float32 inside).
 
   oneDNN is on by default only on some x86 CPUs (TF_ENABLE_ONEDNN_OPTS decides);
@@ -93,7 +93,7 @@ def masked_softmax(logits, mask=None):
   """
   logits = tf.convert_to_tensor(logits)
   dtype = logits.dtype
-  if dtype == tf.bfloat16 and _in_graph(("fusible", "off")) and _onednn_bf16_softmax():
+  if dtype == tf.bfloat16 and _in_graph(("fusible", "off")) and onednn_enabled():
     if mask is not None:
       logits = tf.where(mask, tf.constant(-1e30, dtype), logits)
     with _tf_kernels():

@@ -29,7 +29,8 @@ def define_training_flags(learning_rate=2e-5, train_steps=1000, warmup_steps=0, 
   flags.DEFINE_enum("xla", "full", ["full", "fusible", "off"],
                     "How the train step compiles: full = one XLA computation (TPU, GPU, "
                     "float32 CPU); fusible = TensorFlow matmuls + XLA element-wise clusters "
-                    "(fastest with --use_bfloat16 on a CPU); off = plain tf.function.")
+                    "(fastest with --use_bfloat16 on a CPU whose TensorFlow uses oneDNN); "
+                    "off = plain tf.function.")
 
 
 def optimizer_kwargs(flag_values=flags.FLAGS):
