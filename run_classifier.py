@@ -66,7 +66,7 @@ def main(argv):
       sys.exit(f"run_classifier.py: --{name} is required")
   keras.utils.set_random_seed(FLAGS.seed)
   if FLAGS.use_bfloat16:
-    trainer_lib.use_bfloat16()
+    trainer_lib.use_bfloat16(FLAGS)
   try:
     config = ClassifierConfig(
         task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model, vocab_file=FLAGS.vocab_file,

@@ -65,7 +65,7 @@ def main(argv):
       sys.exit(f"run_pretrain.py: --{name} is required")
   keras.utils.set_random_seed(FLAGS.seed)
   if FLAGS.use_bfloat16:
-    trainer_lib.use_bfloat16()
+    trainer_lib.use_bfloat16(FLAGS)
   try:
     if FLAGS.objective == "mpnet":   # a Hugging Face style MPNet config.json
       model_config = mpnet.MPNetConfig.from_json(FLAGS.model_config_path)

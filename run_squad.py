@@ -85,7 +85,7 @@ def main(argv):
         sys.exit(f"run_squad.py: --{name} is required")
     keras.utils.set_random_seed(FLAGS.seed)
     if FLAGS.use_bfloat16:
-      trainer_lib.use_bfloat16()
+      trainer_lib.use_bfloat16(FLAGS)
     config = SquadConfig(
         model_dir=model_dir, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
         max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,

@@ -21,6 +21,7 @@ import contextlib
 import functools
 import math
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -68,11 +69,12 @@ def _tf_kernels():
 
 @functools.lru_cache(maxsize=None)
 def onednn_enabled():
-  """Whether TensorFlow's bfloat16 softmax kernel is oneDNN's (float32 inside).
+  """Whether TensorFlow's CPU kernels are oneDNN's (TF_ENABLE_ONEDNN_OPTS; by default
+  only on some x86 CPUs).
 
-  oneDNN is on by default only on some x86 CPUs (TF_ENABLE_ONEDNN_OPTS decides);
-  without it the kernel is Eigen's, which exponentiates in bfloat16 (up to 7%
-  error, measured on an AMD EPYC), so the float32 softmax is used instead.
+  Without oneDNN the bfloat16 kernels are Eigen's: its softmax exponentiates in
+  bfloat16 (up to 7% error, measured on an AMD EPYC), so masked_softmax uses the
+  float32 softmax, and its bf16 matmuls are slower than float32.
   """
   try:
     from tensorflow.python.util import _pywrap_util_port
@@ -192,8 +194,8 @@ def position_scores(q, k_r):
   return tf.reshape(out, tf.concat([shape[:-1], tf.shape(k_r)[2:3]], axis=0))
 
 
-# Query rows per block of rel_position_scores' banded product (measured on the
-# bench-small step: see bench/README.md).
+# Query rows per block of rel_position_scores' banded product (64 beat 0 and 128 on
+# one bench-small layer: see bench/README.md).
 REL_BLOCK = 64
 
 
@@ -221,9 +223,9 @@ def rel_position_scores(q, k_r, klen, block=REL_BLOCK):
     return rel_shift(position_scores(q, k_r), klen)
   n = qlen // block
   width = klen + block
-  starts = qlen - block * (tf.range(n) + 1)                    # [n]
-  idx = starts[:, None] + tf.range(width)[None, :]             # [n, K + b]
-  windows = tf.gather(k_r, idx, axis=2)                        # [1|2, H, n, K + b, d]
+  starts = qlen - block * (np.arange(n) + 1)                   # [n], static
+  idx = starts[:, None] + np.arange(width)[None, :]            # [n, K + b]
+  windows = tf.gather(k_r, idx.astype(np.int32), axis=2)       # [1|2, H, n, K + b, d]
   shape = tf.shape(q)
   qb = tf.reshape(q, tf.concat([shape[:2], [n, block], shape[3:]], axis=0))
   if k_r.shape[0] == 1:

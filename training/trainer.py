@@ -42,16 +42,20 @@ XLA_MODES = ("full", "fusible", "off")
 _FUSIBLE_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_ops_to_cluster=FUSIBLE"
 
 
-def use_bfloat16():
+def use_bfloat16(flag_values=None):
   """Sets the mixed_bfloat16 policy (--use_bfloat16), warning where it will be slow.
 
-  On a CPU-only machine where TensorFlow does not use oneDNN (e.g. AMD EPYC),
-  bf16 matmuls run on Eigen: 8x slower than float32 on the bench-small step.
+  On a CPU-only run (no GPU, no --tpu / TPU strategy) where TensorFlow does not
+  use oneDNN (e.g. AMD EPYC), bf16 matmuls run on Eigen: 8x slower than float32
+  on the bench-small step (bench/README.md).
   """
   keras.config.set_dtype_policy("mixed_bfloat16")
-  if not tf.config.list_physical_devices("GPU") and not ops.onednn_enabled():
-    print("warning: --use_bfloat16 on a CPU without oneDNN (TensorFlow's bf16 matmuls are "
-          "slower than float32 here: 28.3 vs 3.5 s/step on bench-small); drop the flag", flush=True)
+  f = flag_values
+  on_tpu = f is not None and (f.tpu or f.distribution_strategy == "tpu")
+  if not on_tpu and not tf.config.list_physical_devices("GPU") and not ops.onednn_enabled():
+    print("warning: --use_bfloat16 on a CPU where TensorFlow does not use oneDNN: bf16 matmuls "
+          "run slower than float32 there (8x on bench-small, bench/README.md); drop the flag",
+          flush=True)
 
 
 def configure_xla(mode):
