@@ -177,3 +177,28 @@ def test_cli_errors_are_one_line(tmp_path, recs):
                      text=True, timeout=300)
   assert r.returncode == 0, r.stderr[-2000:]
   assert "tokens/s ETA" in r.stdout and "exported" in r.stdout
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (dict(xla="full"), "runs no faster than float32"),
+    (dict(xla="fusible"), "--xla=fusible, 8x slower"),
+    (dict(xla="off", tpu="my-tpu"), None),
+    (dict(xla="full", distribution_strategy="tpu"), None),
+])
+def test_use_bfloat16_warns_only_where_bf16_does_not_pay(monkeypatch, capsys, flags, expected):
+  import keras
+  from types import SimpleNamespace
+  from modeling import ops
+  from training import trainer
+  monkeypatch.setattr(ops, "onednn_enabled", lambda: False)   # e.g. an AMD EPYC, no GPU here
+  values = SimpleNamespace(**dict(dict(tpu=None, distribution_strategy="default"), **flags))
+  try:
+    trainer.use_bfloat16(values)
+    assert keras.config.dtype_policy().name == "mixed_bfloat16"
+  finally:
+    keras.config.set_dtype_policy("float32")
+  out = capsys.readouterr().out
+  if expected is None:
+    assert out == ""
+  else:
+    assert out.count("\n") == 1 and expected in out and out.startswith("warning: --use_bfloat16")

@@ -43,19 +43,22 @@ _FUSIBLE_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_ops_to_cl
 
 
 def use_bfloat16(flag_values=None):
-  """Sets the mixed_bfloat16 policy (--use_bfloat16), warning where it will be slow.
+  """Sets the mixed_bfloat16 policy (--use_bfloat16), warning where it will not pay.
 
   On a CPU-only run (no GPU, no --tpu / TPU strategy) where TensorFlow does not
-  use oneDNN (e.g. AMD EPYC), bf16 matmuls run on Eigen: 8x slower than float32
-  on the bench-small step (bench/README.md).
+  use oneDNN (e.g. AMD EPYC), bf16 brings no speed: under --xla=full the step
+  runs at float32's speed (XLA's CPU dots), and with --xla=fusible / off its
+  matmuls run on Eigen's bf16 kernels, 8x slower than float32 (bench/README.md).
   """
   keras.config.set_dtype_policy("mixed_bfloat16")
   f = flag_values
   on_tpu = f is not None and (f.tpu or f.distribution_strategy == "tpu")
   if not on_tpu and not tf.config.list_physical_devices("GPU") and not ops.onednn_enabled():
-    print("warning: --use_bfloat16 on a CPU where TensorFlow does not use oneDNN: bf16 matmuls "
-          "run slower than float32 there (8x on bench-small, bench/README.md); drop the flag",
-          flush=True)
+    xla = getattr(f, "xla", "full") if f is not None else "full"
+    cost = ("runs no faster than float32" if xla == "full" else
+            f"runs bf16 matmuls on Eigen with --xla={xla}, 8x slower than float32 on bench-small")
+    print(f"warning: --use_bfloat16 on a CPU where TensorFlow does not use oneDNN: the step {cost} "
+          "(bench/README.md); drop the flag", flush=True)
 
 
 def configure_xla(mode):
