@@ -1,5 +1,6 @@
 """run_pretrain.py and the shared trainer."""
 
+import json
 import os
 import subprocess
 import sys
@@ -129,7 +130,6 @@ def test_mirrored_two_devices_equals_one_device(tmp_path, recs):
        str(tmp_path)], capture_output=True, text=True, timeout=600,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert result.returncode == 0, result.stderr[-3000:]
-  import json
   losses = json.loads(result.stdout.strip().splitlines()[-1])
   np.testing.assert_allclose(losses["two"], losses["one"], rtol=2e-5)
 
@@ -148,15 +148,16 @@ print(json.dumps(losses.tolist()))
 
 def test_xla_modes_give_the_same_losses(tmp_path, recs):
   """--xla=fusible (TF matmuls + XLA element-wise clusters) and off compute what full does."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  procs = {mode: subprocess.Popen(           # concurrently: each is mostly single-threaded compile
+      [sys.executable, "-c", FUSIBLE, ROOT, str(recs["vocab"]), recs["uni1"], mode,
+       str(tmp_path / mode)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+      for mode in ("full", "fusible", "off")}
+  outputs = {mode: proc.communicate(timeout=600) for mode, proc in procs.items()}
   losses = {}
-  for mode in ("full", "fusible", "off"):
-    result = subprocess.run(
-        [sys.executable, "-c", FUSIBLE, ROOT, str(recs["vocab"]), recs["uni1"], mode,
-         str(tmp_path / mode)], capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
-    assert result.returncode == 0, result.stderr[-3000:]
-    import json
-    losses[mode] = json.loads(result.stdout.strip().splitlines()[-1])
+  for mode, (stdout, stderr) in outputs.items():
+    assert procs[mode].returncode == 0, f"--xla={mode}: " + stderr[-3000:]
+    losses[mode] = json.loads(stdout.strip().splitlines()[-1])
   np.testing.assert_allclose(losses["fusible"], losses["full"], rtol=1e-4)
   np.testing.assert_allclose(losses["off"], losses["full"], rtol=1e-4)
 
