@@ -58,6 +58,25 @@ def test_memory_is_carried_per_lane_across_host_loops(tmp_path, recs):
   assert not np.allclose(memory[0][0], memory[0][1])
 
 
+def test_keeps_the_last_k_checkpoints_and_writes_tensorboard_scalars(tmp_path, recs):
+  task = ph.tiny_task(recs["uni1"], recs["vocab"], train_steps=4)
+  ph.train(task, tmp_path, steps_per_loop=1, save_every=1, keep_checkpoints=2)
+  kept = tf.train.get_checkpoint_state(str(tmp_path / "ckpt")).all_model_checkpoint_paths
+  assert [os.path.basename(p) for p in kept] == ["ckpt-3", "ckpt-4"]
+  assert sorted(f for f in os.listdir(tmp_path / "ckpt") if f.endswith(".index")) == [
+      "ckpt-3.index", "ckpt-4.index"]
+  scalars = {}
+  for events in tf.io.gfile.glob(str(tmp_path / "train" / "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(events):
+      for value in event.summary.value:
+        scalars.setdefault(value.tag, []).append(
+            (event.step, float(tf.make_ndarray(value.tensor))))
+  for tag in ("loss", "learning_rate", "grad_norm", "tokens_per_second"):
+    assert [step for step, _ in scalars[tag]] == [1, 2, 3, 4], tag
+  lrs = [v for _, v in scalars["learning_rate"]]
+  assert lrs[0] < lrs[1] and lrs[1] > lrs[3] and all(v > 0 for _, v in scalars["grad_norm"])
+
+
 def test_loss_falls_on_real_text(tmp_path, recs):
   task = ph.tiny_task(recs["bi1"], recs["vocab"], bi_data=True, train_steps=300, lr=3e-3)
   _, history = ph.train(task, tmp_path, steps_per_loop=20, save_every=300)
