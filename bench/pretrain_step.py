@@ -74,10 +74,10 @@ def _attend_matmuls_only(self, q, k, v, k_r, biases, seg_embed, seg_diff, mask, 
                          positions, training, seg_len=None):
   """TwoStreamRelativeAttention._attend without its element-wise work (the bound row)."""
   import tensorflow as tf
+  from modeling import ops
   r_w_bias, r_r_bias = (b[:, None, :] for b in biases[:2])
   scale = tf.cast(self._scale, q.dtype)
   ac = tf.matmul((q + r_w_bias) * scale, k, transpose_b=True)
-  from modeling import ops
   bd = ops.position_scores((q + r_r_bias) * scale, k_r[:, :, :klen])
   return tf.matmul(ac + bd, v)
 

@@ -42,7 +42,7 @@ XLA_MODES = ("full", "fusible", "off")
 _FUSIBLE_FLAGS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_ops_to_cluster=FUSIBLE"
 
 
-def use_bfloat16(flag_values=None):
+def use_bfloat16(flag_values):
   """Sets the mixed_bfloat16 policy (--use_bfloat16), warning where it will not pay.
 
   On a CPU-only run (no GPU, no --tpu / TPU strategy) where TensorFlow does not
@@ -52,11 +52,11 @@ def use_bfloat16(flag_values=None):
   """
   keras.config.set_dtype_policy("mixed_bfloat16")
   f = flag_values
-  on_tpu = f is not None and (f.tpu or f.distribution_strategy == "tpu")
-  if not on_tpu and not tf.config.list_physical_devices("GPU") and not ops.onednn_enabled():
-    xla = getattr(f, "xla", "full") if f is not None else "full"
-    cost = ("runs no faster than float32" if xla == "full" else
-            f"runs bf16 matmuls on Eigen with --xla={xla}, 8x slower than float32 on bench-small")
+  if f.tpu or f.distribution_strategy == "tpu" or tf.config.list_physical_devices("GPU"):
+    return
+  if not ops.onednn_enabled():
+    cost = ("runs no faster than float32" if f.xla == "full" else
+            f"runs bf16 matmuls on Eigen with --xla={f.xla}, 8x slower than float32 on bench-small")
     print(f"warning: --use_bfloat16 on a CPU where TensorFlow does not use oneDNN: the step {cost} "
           "(bench/README.md); drop the flag", flush=True)
 
