@@ -172,7 +172,11 @@ def test_xla_modes_give_the_same_losses(tmp_path, recs):
       [sys.executable, "-c", FUSIBLE, ROOT, str(recs["vocab"]), recs["uni1"], mode,
        str(tmp_path / mode)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
       for mode in ("full", "fusible", "off")}
-  outputs = {mode: proc.communicate(timeout=600) for mode, proc in procs.items()}
+  try:
+    outputs = {mode: proc.communicate(timeout=600) for mode, proc in procs.items()}
+  finally:                                  # a timeout leaves no child running
+    for proc in procs.values():
+      proc.kill()
   losses = {}
   for mode, (stdout, stderr) in outputs.items():
     assert procs[mode].returncode == 0, f"--xla={mode}: " + stderr[-3000:]
