@@ -15,6 +15,15 @@ import tensorflow as tf
 from modeling import mpnet, mpnet_masks
 
 MASK_ID = 6
+MASKED, RANDOM, KEPT = 0, 1, 2     # BERT's 80/10/10: what an input copy of a prediction holds
+
+
+def corruption(shape, seed, vocab_size):
+  """BERT's 80/10/10 draw: (kind int32 [shape]: MASKED 80%, RANDOM 10%, KEPT 10%;
+  random ids int32 [shape] in [9, vocab_size), past XLNet's special symbols). Stateless."""
+  u = tf.random.stateless_uniform(shape, seed)
+  kind = tf.where(u < 0.8, MASKED, tf.where(u < 0.9, RANDOM, KEPT))
+  return kind, tf.random.stateless_uniform(shape, seed + 1, 9, vocab_size, tf.int32)
 
 
 def build_inputs(input_ids, is_masked, rank, num_predict, seed, mode="mpnet", permute=True,
@@ -37,11 +46,12 @@ def build_inputs(input_ids, is_masked, rank, num_predict, seed, mode="mpnet", pe
   x_perm = tf.gather(input_ids, perm, batch_dims=1)
   tail = perm[:, length - c:]
   targets = tf.gather(input_ids, tail, batch_dims=1)
-  u = tf.random.stateless_uniform(tf.shape(targets), seed)
-  random_ids = tf.random.stateless_uniform(tf.shape(targets), seed + 1, 9, vocab_size or 30000,
-                                           tf.int32)
-  copies = tf.where(u < 0.8, mask_id, tf.where(u < 0.9, random_ids, targets))
+  kind, random_ids = corruption(tf.shape(targets), seed, vocab_size or 30000)
+  copies = tf.where(kind == MASKED, mask_id, tf.where(kind == RANDOM, random_ids, targets))
   content_mask, query_mask = mpnet_masks.mpnet_masks(length, c, mode)
+  query_ids = copies
+  if mode == "plm":   # XLNet's query stream: a mask and a position, never the token itself
+    query_ids = tf.fill(tf.shape(copies), tf.constant(mask_id, copies.dtype))
   if mode == "mpnet":
     content_ids = tf.concat([x_perm, copies], axis=1)
     content_pos = tf.concat([perm, tail], axis=1)
@@ -50,8 +60,8 @@ def build_inputs(input_ids, is_masked, rank, num_predict, seed, mode="mpnet", pe
   else:                                   # mlm: the copies replace the predicted tokens
     content_ids = tf.concat([x_perm[:, :length - c], copies], axis=1)
     content_pos = perm
-  return {"content_ids": content_ids, "content_pos": content_pos, "query_ids": copies,
-          "query_pos": tail, "targets": targets,
+  return {"content_ids": content_ids, "content_pos": content_pos, "query_ids": query_ids,
+          "query_pos": tail, "targets": targets, "kind": kind,
           "content_mask": tf.constant(content_mask[None]),
           "query_mask": None if query_mask is None else tf.constant(query_mask[None])}
 

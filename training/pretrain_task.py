@@ -97,38 +97,51 @@ class PretrainTask(Task):
                      tf.cast(step, tf.int64)])
 
   def _corrupt(self, batch, step):
-    """BERT's 80/10/10 at the target positions, from a stateless seeded draw."""
+    """BERT's 80/10/10 at the target positions, from a stateless seeded draw.
+    Returns (corrupted ids [B, L], kind [B, L]: mpnet_pretrain.MASKED / RANDOM / KEPT)."""
     ids = batch["input_ids"]
-    seed = self._seed(step)
-    u = tf.random.stateless_uniform(tf.shape(ids), seed)
-    random_ids = tf.random.stateless_uniform(tf.shape(ids), seed + 1, 9, self.model_config.n_token,
-                                             tf.int32)
+    kind, random_ids = mpnet_pretrain.corruption(tf.shape(ids), self._seed(step),
+                                                 self.model_config.n_token)
     target = batch["input_q"] > 0
-    ids = tf.where(target & (u < 0.8), MASK_ID, ids)
-    return tf.where(target & (u >= 0.8) & (u < 0.9), random_ids, ids)
+    corrupted = tf.where(kind == mpnet_pretrain.MASKED, MASK_ID,
+                         tf.where(kind == mpnet_pretrain.RANDOM, random_ids, ids))
+    return tf.where(target, corrupted, ids), tf.where(target, kind, mpnet_pretrain.KEPT)
 
-  def loss(self, model, batch, state, step, training=True):
+  def predict(self, model, batch, state, step, training=True):
+    """The objective's forward pass on one batch of the input pipeline.
+
+    Returns (logits [B, P, V], target [B, P], target_mask [B, P] or None, extra, new_state);
+    extra holds what an analysis needs to know which inputs each prediction could see:
+    "query_pos" [B, P] (positions of the predictions, MPNet) and "kind" (80/10/10 draw of
+    each prediction's input copy: [B, P] for MPNet, [B, L] for mlm).
+    """
     c = self.config
     if self.mpnet:
       inputs = mpnet_pretrain.build_inputs(
           batch["input_ids"], batch["is_masked"], batch["rank"], c.num_predict, self._seed(step),
           mode=c.mpnet_mode, permute=c.mpnet_permute, vocab_size=self.vocab_size)
-      lm = losses.lm_loss(model(inputs, training=training), inputs["targets"])
-      return lm / self.replicas(), {"lm_loss": lm}, state
+      extra = {"query_pos": inputs["query_pos"], "kind": inputs["kind"]}
+      return model(inputs, training=training), inputs["targets"], None, extra, state
     mems = state if self.run_config.mem_len else None
-    inputs = dict(batch)
+    inputs, extra = dict(batch), {}
     if c.objective == "mlm":
-      inputs["input_ids"] = self._corrupt(batch, step)
+      inputs["input_ids"], extra["kind"] = self._corrupt(batch, step)
     out = model(inputs, mems=mems, training=training, objective=c.objective)
-    lm = losses.lm_loss(out["logits"], batch["target"], batch["target_mask"])
+    extra["nsp_logits"] = out.get("nsp_logits")
+    new_state = out["new_mems"] if self.run_config.mem_len else state
+    return out["logits"], batch["target"], batch["target_mask"], extra, new_state
+
+  def loss(self, model, batch, state, step, training=True):
+    logits, target, target_mask, extra, new_state = self.predict(model, batch, state, step,
+                                                                 training)
+    lm = losses.lm_loss(logits, target, target_mask)
     metrics = {"lm_loss": lm}
     total = lm
-    if c.nsp_weight > 0:
+    if not self.mpnet and self.config.nsp_weight > 0:
       nsp = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          labels=batch["label"], logits=tf.cast(out["nsp_logits"], tf.float32)))
+          labels=batch["label"], logits=tf.cast(extra["nsp_logits"], tf.float32)))
       metrics["nsp_loss"] = nsp
-      total = total + c.nsp_weight * nsp
-    new_state = out["new_mems"] if self.run_config.mem_len else state
+      total = total + self.config.nsp_weight * nsp
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def on_end(self, model, model_dir, log):
