@@ -105,6 +105,11 @@ TEXT = {
     "imdb": TaskSpec("imdb", ("neg", "pos"), {"train": "train", "test": "test"}, {}, False, None,
                      "imdb"),
 }
+# The CSV layouts ship train and test only; a dev.csv in the same layout (a held-out part of
+# train, say) serves --eval_split=dev for choosing settings without touching test.
+for _spec in TEXT.values():
+  if _spec.reader == "csv":
+    _spec.files["dev"], _spec.columns["dev"] = "dev.csv", _spec.columns["train"]
 TASKS = {**GLUE, **TEXT}
 
 

@@ -3,14 +3,20 @@
 Stages, in order (Pipeline.stages):
   data                    derive the corpus and the three task sets from the stdlib docstrings
   tokenizer               data_utils/train_tokenizer.py (SentencePiece, XLNet symbols)
-  records                 data_utils/create_pretrain_data.py (one record set for all objectives)
+  records                 data_utils/create_pretrain_data.py (one record set for all objectives;
+                          the corpus `passes` times, fresh targets and orders in each pass)
+  records-valid           the same from the dev documents (held-out loss)
   configs                 xlnet_config.json and an MPNet config.json of comparable size
   then for each arm (none = XLNet without pretraining, none-mpnet = MPNet without pretraining,
   plm, mlm, mpnet):
   pretrain-ARM            run_pretrain.py --objective=ARM (not for the none arms)
-  classify-ARM-sSEED      run_classifier.py --task_name=dbpedia on the module-classification set
-  squad-ARM-sSEED         run_squad.py on the SQuAD 2.0 set
-  race-ARM-sSEED          run_race.py on the RACE set
+  TASK-ARM-lrLR           fine-tuning at each learning rate of the preset's grid, seed 0,
+                          evaluated on the DEV split (only when the grid has several values)
+  TASK-ARM-sSEED          fine-tuning at the learning rate that scored best on dev, evaluated
+                          once on the TEST split; TASK = classify (run_classifier.py
+                          --task_name=dbpedia), squad (run_squad.py), race (run_race.py)
+  diagnostics             python -m reproduction.diagnostics: held-out loss per checkpoint,
+                          linear probes per arm and checkpoint, MPNet's loss per mode
   report                  report.md + plots (always rewritten)
 
 A script stage's stdout and stderr go to OUTPUT_DIR/logs/STAGE.log; when it succeeds, its
@@ -34,6 +40,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARMS = ("none", "none-mpnet", "plm", "mlm", "mpnet")
 BASELINE = {"plm": "none", "mlm": "none", "mpnet": "none-mpnet"}   # same model, random weights
 OBJECTIVES = ("plm", "mlm", "mpnet")
+TASKS = ("classify", "squad", "race")
+MAIN_METRIC = {"classify": "accuracy", "squad": "f1", "race": "accuracy"}
 _STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
 _RELAY = ("eval at step", "done:", "wrote ", "exported", "init from", "using the best")
 
@@ -47,7 +55,8 @@ class Stage:
   name: str
   what: str                   # one line for the console
   estimate_s: float           # for the ETA
-  argv: list = None           # script + flags, run with this Python from the repository root
+  argv: object = None         # script + flags, run with this Python from the repository root;
+                              # or a function (results so far) -> that list
   fn: object = None           # or an in-process function -> results dict
   parse: object = None        # log text -> results dict (script stages)
 
@@ -103,6 +112,30 @@ def _parse_finetune(key):
   def parse(text):
     return {"curve": training_curve(text), "metrics": last_json(text, key)}
   return parse
+
+
+def parse_diagnostics(text):
+  return (last_json(text, "diagnostics") or {}).get("diagnostics", {})
+
+
+def lr_name(lr):
+  return f"{lr:g}"
+
+
+def chosen_lr(results, task, arm, grid):
+  """The grid's learning rate with the best dev score (ties: the smaller rate); a one-value
+  grid needs no dev run. Returns (lr, {lr name: dev score})."""
+  if len(grid) == 1:
+    return grid[0], {}
+  scores = {}
+  for lr in grid:
+    metrics = (results.get(f"{task}-{arm}-lr{lr_name(lr)}") or {}).get("metrics") or {}
+    if MAIN_METRIC[task] in metrics:
+      scores[lr_name(lr)] = metrics[MAIN_METRIC[task]]
+  if not scores:
+    raise StageError(f"no dev result for {task} {arm}: rerun the quickstart")
+  best = max(grid, key=lambda lr: (scores.get(lr_name(lr), float("-inf")), -lr))
+  return best, scores
 
 
 # ---- parameter counts (formulas; the XLNet one equals the release's 116,750,336 for Base) ------
@@ -170,16 +203,29 @@ class Pipeline:
                   f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}",
                   f"--bsz_per_host={p.batch}", f"--num_predict={p.num_predict}", "--nobi_data",
                   f"--seed={self.seed}"], parse=parse_records),
+        Stage("records-valid", "held-out records from the dev documents", 5, argv=[
+            "data_utils/create_pretrain_data.py", f"--input_glob={self.data}/corpus-valid.txt",
+            f"--sp_model={self.spm}", f"--output_dir={self.records}", "--split=valid",
+            f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}",
+            f"--bsz_per_host={p.batch}", f"--num_predict={p.num_predict}", "--nobi_data",
+            f"--seed={self.seed}"], parse=parse_records),
         Stage("configs", "model configs of comparable size", 1, fn=self._make_configs),
     ]
     for arm in p.arms:
       if arm in OBJECTIVES:
         out.append(self._pretrain_stage(arm))
-      out += [self._classify_stage(arm, s) for s in p.seeds]
-      if arm in p.squad_arms:
-        out += [self._squad_stage(arm, s) for s in p.qa_seeds]
-      if arm in p.race_arms:
-        out += [self._race_stage(arm, s) for s in p.qa_seeds]
+      for task, grid, seeds, arms in (("classify", p.cls_lrs, p.seeds, p.arms),
+                                      ("squad", p.qa_lrs, p.qa_seeds, p.squad_arms),
+                                      ("race", p.qa_lrs, p.qa_seeds, p.race_arms)):
+        if arm not in arms:
+          continue
+        if len(grid) > 1:
+          out += [self._finetune_stage(task, arm, 0, lr=lr) for lr in grid]
+        out += [self._finetune_stage(task, arm, s) for s in seeds]
+    out.append(Stage("diagnostics", "held-out losses, linear probes, MPNet's modes",
+                     p.overhead_s * 3, argv=["-m", "reproduction.diagnostics",
+                                             f"--output_dir={self.out}", f"--preset={p.name}",
+                                             f"--seed={self.seed}"], parse=parse_diagnostics))
     return out
 
   def _pretrain_stage(self, objective):
@@ -192,7 +238,7 @@ class Pipeline:
             f"--num_predict={p.num_predict}", "--nobi_data",
             f"--mem_len={0 if objective == 'mpnet' else p.mem_len}",
             f"--train_steps={p.pretrain_steps}", f"--learning_rate={p.pretrain_lr}",
-            f"--warmup_steps={p.warmup}", f"--save_every={p.pretrain_steps}",
+            f"--warmup_steps={p.warmup}", f"--save_every={p.pretrain_save_every}",
             f"--steps_per_loop={p.steps_per_loop}", f"--dropout={p.dropout}",
             f"--dropatt={p.dropout}", f"--seed={self.seed}"]
     return Stage(f"pretrain-{objective}", f"{p.pretrain_steps} steps of {objective}",
@@ -213,48 +259,57 @@ class Pipeline:
     return [f"--model_config_path={export}/xlnet_config.json",
             f"--init_checkpoint={export}/xlnet_model.ckpt"]
 
-  def _finetune_flags(self, task, arm, seed, steps, lr):
+  def _finetune_flags(self, task, arm, seed, steps, lr, model_dir=None):
     p = self.p
-    # One evaluation, at the end (save_every = steps): the evaluation split never picks a
-    # checkpoint, so the numbers are not tuned on it.
-    return ([f"--sp_model={self.spm}", f"--model_dir={self.finetune_dir(task, arm, seed)}",
+    # One evaluation, at the end (save_every = steps): no checkpoint is picked on the
+    # evaluation split.
+    model_dir = model_dir or self.finetune_dir(task, arm, seed)
+    return ([f"--sp_model={self.spm}", f"--model_dir={model_dir}",
              f"--train_steps={steps}", f"--warmup_steps={max(1, steps // 10)}",
              f"--learning_rate={lr}", f"--save_every={steps}",
              f"--steps_per_loop={min(p.steps_per_loop, steps)}", f"--dropout={p.dropout}",
              f"--dropatt={p.dropout}", f"--seed={seed}"] + self._model_flags(arm))
 
-  def _classify_stage(self, arm, seed):
+  def _task_flags(self, task, split):
+    """The script and its task flags; split "dev" (learning-rate choice) or "test"."""
     p = self.p
-    argv = (["run_classifier.py", "--task_name=dbpedia", f"--data_dir={self.data}/classify",
-             "--eval_split=test", f"--max_seq_length={p.cls_seq_len}",
-             f"--train_batch_size={p.cls_batch}", "--do_train", "--do_eval"]
-            + self._finetune_flags("classify", arm, seed, p.cls_steps, p.cls_lr))
-    return Stage(f"classify-{arm}-s{seed}", f"module classification, {arm}, seed {seed}",
-                 p.overhead_s + p.cls_steps * p.finetune_step_s, argv=argv,
-                 parse=_parse_finetune("accuracy"))
+    if task == "classify":
+      return ["run_classifier.py", "--task_name=dbpedia", f"--data_dir={self.data}/classify",
+              f"--eval_split={split}", f"--max_seq_length={p.cls_seq_len}",
+              f"--train_batch_size={p.cls_batch}", "--do_train", "--do_eval"], p.cls_steps
+    if task == "squad":
+      return ["run_squad.py", "--do_train", "--do_predict",
+              f"--train_file={self.data}/squad/train-v2.0.json",
+              f"--predict_file={self.data}/squad/{split}-v2.0.json",
+              f"--max_seq_length={p.qa_seq_len}", f"--doc_stride={p.qa_seq_len // 2}",
+              f"--max_query_length={p.qa_seq_len // 2}", f"--train_batch_size={p.qa_batch}",
+              "--lr_layer_decay_rate=1.0"], p.qa_steps
+    return ["run_race.py", f"--data_dir={self.data}/RACE", f"--eval_split={split}",
+            f"--max_seq_length={p.qa_seq_len}", f"--max_qa_length={p.qa_seq_len // 2}",
+            f"--train_batch_size={max(1, p.qa_batch // 4)}", "--do_train", "--do_eval"], p.qa_steps
 
-  def _squad_stage(self, arm, seed):
+  def _finetune_stage(self, task, arm, seed, lr=None):
+    """lr given: a dev run of the learning-rate grid; else a test run at the chosen rate."""
     p = self.p
-    argv = (["run_squad.py", "--do_train", "--do_predict",
-             f"--train_file={self.data}/squad/train-v2.0.json",
-             f"--predict_file={self.data}/squad/dev-v2.0.json",
-             f"--max_seq_length={p.qa_seq_len}", f"--doc_stride={p.qa_seq_len // 2}",
-             f"--max_query_length={p.qa_seq_len // 2}", f"--train_batch_size={p.qa_batch}",
-             "--lr_layer_decay_rate=1.0"]
-            + self._finetune_flags("squad", arm, seed, p.qa_steps, p.qa_lr))
-    est = p.overhead_s + p.qa_steps * p.finetune_step_s * p.qa_seq_len / p.cls_seq_len
-    return Stage(f"squad-{arm}-s{seed}", f"SQuAD 2.0 format, {arm}, seed {seed}", est,
-                 argv=argv, parse=_parse_finetune("exact"))
+    grid = p.cls_lrs if task == "classify" else p.qa_lrs
+    split = "dev" if lr is not None else "test"
+    argv, steps = self._task_flags(task, split)
+    what = {"classify": "module classification", "squad": "SQuAD 2.0 format",
+            "race": "RACE format"}[task]
+    if lr is not None:
+      name, what = f"{task}-{arm}-lr{lr_name(lr)}", f"{what}, {arm}, lr {lr:g} on dev"
+      argv = argv + self._finetune_flags(task, arm, 0, steps, lr, model_dir=self.path(
+          "finetune", task, arm, f"dev-lr{lr_name(lr)}"))
+    else:
+      name, what = f"{task}-{arm}-s{seed}", f"{what}, {arm}, seed {seed}, test"
 
-  def _race_stage(self, arm, seed):
-    p = self.p
-    argv = (["run_race.py", f"--data_dir={self.data}/RACE", "--eval_split=test",
-             f"--max_seq_length={p.qa_seq_len}", f"--max_qa_length={p.qa_seq_len // 2}",
-             f"--train_batch_size={max(1, p.qa_batch // 4)}", "--do_train", "--do_eval"]
-            + self._finetune_flags("race", arm, seed, p.qa_steps, p.qa_lr))
-    est = p.overhead_s + p.qa_steps * p.finetune_step_s * p.qa_seq_len / p.cls_seq_len
-    return Stage(f"race-{arm}-s{seed}", f"RACE format, {arm}, seed {seed}", est, argv=argv,
-                 parse=_parse_finetune("split"))
+      def argv(results, base=argv, steps=steps):
+        lr, _ = chosen_lr(results, task, arm, grid)
+        return base + self._finetune_flags(task, arm, seed, steps, lr)
+    scale = 1.0 if task == "classify" else p.qa_seq_len / p.cls_seq_len
+    key = {"classify": "accuracy", "squad": "exact", "race": "split"}[task]
+    return Stage(name, what, p.overhead_s + steps * p.finetune_step_s * scale, argv=argv,
+                 parse=_parse_finetune(key))
 
   # ---- in-process stages ------------------------------------------------------------------
   def _make_data(self):
@@ -262,7 +317,9 @@ class Pipeline:
     docs = tasks.load_documents()
     splits = tasks.split_documents(docs, self.seed)
     n_docs, n_bytes = tasks.write_pretrain_corpus(splits["train"],
-                                                  os.path.join(self.data, "corpus.txt"))
+                                                  os.path.join(self.data, "corpus.txt"),
+                                                  passes=p.passes, seed=self.seed)
+    tasks.write_pretrain_corpus(splits["dev"], os.path.join(self.data, "corpus-valid.txt"))
     classify = tasks.write_classification(splits, os.path.join(self.data, "classify"),
                                           self.seed, p.train_per_class, p.test_per_class)
     squad = tasks.write_squad(splits, os.path.join(self.data, "squad"), self.seed,
@@ -342,7 +399,7 @@ class Pipeline:
       text = f.read()
     if proc.returncode != 0:
       lines = [l.strip() for l in text.splitlines() if l.strip()]
-      script = os.path.basename(stage.argv[0])
+      script = os.path.basename(stage.argv[1] if stage.argv[0] == "-m" else stage.argv[0])
       errors = [l for l in lines
                 if l.startswith(f"{script}:") or re.search(r"\w(Error|Exception)\b", l)]
       last = (errors or lines or ["no output"])[-1][:300]
@@ -386,6 +443,8 @@ class Pipeline:
         results[stage.name], times[stage.name] = saved["results"], saved["seconds"]
         self.log(tag, f"done in an earlier run ({format_duration(saved['seconds'])}), skipped")
         continue
+      if callable(stage.argv):
+        stage = dataclasses.replace(stage, argv=stage.argv(results))
       where = f"; log {self.log_file(stage.name)}" if stage.argv else ""
       self.log(tag, f"{stage.what}{where}; run ETA {format_duration(remaining(i - 1))}")
       t0 = time.time()

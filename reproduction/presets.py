@@ -35,17 +35,21 @@ class Preset:
   num_predict: int              # ~15% of seq_len: MPNet's rate, read by all three objectives
   pretrain_steps: int
   pretrain_lr: float
+  pretrain_save_every: int      # checkpoints the diagnostics probe (the pretraining-length curve)
+  passes: int                   # copies of the corpus in the records, each with fresh targets
+                                # and factorization orders (BERT's dupe_factor): the records
+                                # hold fixed draws, so without this every epoch repeats them
   # fine-tuning, the same for every arm
-  seeds: tuple
+  seeds: tuple                  # fine-tuning seeds of the test runs
   cls_seq_len: int
   cls_batch: int
   cls_steps: int
-  cls_lr: float
+  cls_lrs: tuple                # learning-rate grid, chosen per arm on the dev split (seed 0)
   qa_seq_len: int               # SQuAD windows and RACE rows
   qa_batch: int
   qa_steps: int
-  qa_lr: float
-  qa_seeds: tuple               # seeds of the SQuAD and RACE runs
+  qa_lrs: tuple                 # learning-rate grid of SQuAD and RACE, chosen on dev
+  qa_seeds: tuple               # seeds of the SQuAD and RACE test runs
   arms: tuple = ("none", "none-mpnet", "plm", "mlm", "mpnet")   # none*: without pretraining
   squad_arms: tuple = ("none", "plm", "mlm", "mpnet")
   race_arms: tuple = ("none", "plm", "mlm", "mpnet")
@@ -70,19 +74,21 @@ PRESETS = {
         name="tiny", vocab_size=500, train_per_class=12, test_per_class=4, squad_train=40,
         squad_eval=16, race_train=24, race_eval=8, context_chars=300,
         n_layer=1, d_model=32, n_head=2, d_inner=64, seq_len=32, reuse_len=16, mem_len=16,
-        batch=4, num_predict=5, pretrain_steps=10, pretrain_lr=1e-3,
-        seeds=(0,), cls_seq_len=32, cls_batch=8, cls_steps=10, cls_lr=1e-3,
-        qa_seq_len=64, qa_batch=4, qa_steps=5, qa_lr=1e-3, qa_seeds=(0,),
+        batch=4, num_predict=5, pretrain_steps=10, pretrain_lr=1e-3, pretrain_save_every=5,
+        passes=2, seeds=(0,), cls_seq_len=32, cls_batch=8, cls_steps=10, cls_lrs=(1e-3, 3e-3),
+        qa_seq_len=64, qa_batch=4, qa_steps=5, qa_lrs=(1e-3,), qa_seeds=(0,),
         arms=("plm", "mpnet"), squad_arms=("plm",), race_arms=("mpnet",),
         steps_per_loop=5, overhead_s=12.0, pretrain_step_s=0.02, finetune_step_s=0.02),
     # The default: the whole run in about 15 minutes on 2 idle CPU cores (14m25s measured).
     "small": Preset(
-        name="small", vocab_size=4000, train_per_class=60, test_per_class=20, squad_train=600,
-        squad_eval=200, race_train=400, race_eval=200, context_chars=400,
+        name="small", vocab_size=4000, train_per_class=60, test_per_class=50, squad_train=600,
+        squad_eval=300, race_train=400, race_eval=300, context_chars=400,
         n_layer=2, d_model=128, n_head=4, d_inner=512, seq_len=128, reuse_len=64, mem_len=64,
         batch=16, num_predict=19, pretrain_steps=2000, pretrain_lr=5e-4,
-        seeds=(0, 1, 2), cls_seq_len=64, cls_batch=32, cls_steps=150, cls_lr=2e-4,
-        qa_seq_len=128, qa_batch=16, qa_steps=80, qa_lr=2e-4, qa_seeds=(0,),
+        pretrain_save_every=500, passes=7,
+        seeds=(0, 1, 2, 3, 4), cls_seq_len=64, cls_batch=32, cls_steps=150,
+        cls_lrs=(1e-4, 3e-4, 1e-3), qa_seq_len=128, qa_batch=16, qa_steps=80,
+        qa_lrs=(3e-4, 1e-3), qa_seeds=(0,),
         overhead_s=18.0, pretrain_step_s=0.05, finetune_step_s=0.04),
     # More of everything, for a longer run: about 3.5 hours on 2 CPU cores (estimated from
     # 60 measured pretraining steps at 0.93 s/step, not from a full run).
@@ -91,7 +97,9 @@ PRESETS = {
         squad_eval=500, race_train=2000, race_eval=400, context_chars=600,
         n_layer=6, d_model=256, n_head=4, d_inner=1024, seq_len=256, reuse_len=128,
         mem_len=128, batch=16, num_predict=38, pretrain_steps=3000, pretrain_lr=4e-4,
-        seeds=(0, 1, 2), cls_seq_len=128, cls_batch=32, cls_steps=400, cls_lr=1e-4,
-        qa_seq_len=256, qa_batch=16, qa_steps=300, qa_lr=1e-4, qa_seeds=(0,),
+        pretrain_save_every=1000, passes=2,
+        seeds=(0, 1, 2, 3, 4), cls_seq_len=128, cls_batch=32, cls_steps=400,
+        cls_lrs=(1e-4, 3e-4, 1e-3), qa_seq_len=256, qa_batch=16, qa_steps=300,
+        qa_lrs=(1e-4, 3e-4), qa_seeds=(0, 1),
         pretrain_step_s=0.95, finetune_step_s=0.3),
 }

@@ -156,7 +156,7 @@ def _plots(pipeline, agg, unigram, data):
         vals.append(s["mean"] * 100 if s else 0.0)
       ax.bar([k + (j - 0.5) * width for k in range(len(qa_arms))], vals, width, label=label)
     ax.axhline(25, color="gray", linestyle=":", label="RACE chance (25%)")
-    ev = data["squad"]["dev-v2.0.json"]
+    ev = data["squad"]["test-v2.0.json"]
     ax.axhline(100 * ev["impossible"] / ev["questions"], color="C0", linestyle="--",
                label="SQuAD F1 of answering \"no answer\" everywhere")
     ax.set_xticks(range(len(qa_arms)), qa_arms)
@@ -221,7 +221,7 @@ def _qa_text(agg, data, p):
   lines = []
   f1 = {a: r["f1"]["mean"] * 100 for a, r in agg["squad"].items() if r.get("f1")}
   if f1:
-    ev = data["squad"]["dev-v2.0.json"]
+    ev = data["squad"]["test-v2.0.json"]
     no_answer = 100 * ev["impossible"] / ev["questions"]
     above = [a for a in f1 if f1[a] > no_answer]
     lines.append(f"SQuAD-format F1: {_ranking(f1)}; answering \"no answer\" everywhere scores "
@@ -234,7 +234,7 @@ def _qa_text(agg, data, p):
                  f"{len(acc)} arms exceed{' (' + ', '.join(above) + ')' if above else ''}.")
   n = len(p.qa_seeds)
   if lines:
-    sizes = (data["squad"]["dev-v2.0.json"]["questions"], sum(data["race"]["test"].values()))
+    sizes = (data["squad"]["test-v2.0.json"]["questions"], sum(data["race"]["test"].values()))
     lines.append(f"{'One seed per arm' if n == 1 else f'{n} seeds per arm'} and evaluation sets "
                  f"of {sizes[0]} (SQuAD) and {sizes[1]} (RACE) questions: differences of a few "
                  "points are within noise. "
@@ -412,12 +412,16 @@ def write_report(pipeline, results, times):
          f"(--nobi_data). XLNet arms keep {p.mem_len} tokens of memory; MPNet has none. The "
          "MPNet ablation pretrains 1M steps of batch 256 (up to 512 tokens), about "
          f"{1e6 * 256 * 512 / tokens:,.0f} times the positions seen here.",
-         f"- Fine-tuning, the same for every arm: classification {p.cls_steps} steps, batch "
-         f"{p.cls_batch}, length {p.cls_seq_len}, learning rate {p.cls_lr}, seeds "
-         f"{', '.join(map(str, p.seeds))}; SQuAD and RACE {p.qa_steps} steps, length "
-         f"{p.qa_seq_len}, learning rate {p.qa_lr}, seeds {', '.join(map(str, p.qa_seeds))}. "
-         "One evaluation at the end of training (no checkpoint is picked on the evaluation "
-         "set). The spread is over fine-tuning seeds only: each objective is pretrained once.",
+         f"- Fine-tuning, the same recipe for every arm: classification {p.cls_steps} steps, batch "
+         f"{p.cls_batch}, length {p.cls_seq_len}, learning rate chosen per arm on the dev split "
+         f"from {{{', '.join(f'{lr:g}' for lr in p.cls_lrs)}}} (seed 0), then test runs at that "
+         f"rate with seeds {', '.join(map(str, p.seeds))}; SQuAD and RACE {p.qa_steps} steps, "
+         f"length {p.qa_seq_len}, learning rate chosen on dev from "
+         f"{{{', '.join(f'{lr:g}' for lr in p.qa_lrs)}}}, test seeds "
+         f"{', '.join(map(str, p.qa_seeds))}. Each run is evaluated once, at its end (no "
+         "checkpoint is picked on an evaluation set); the test split is read only by the "
+         "final runs. The spread is over fine-tuning seeds only: each objective is pretrained "
+         "once.",
          "", "## Pretraining", ""]
   if agg["pretrain"]:
     md += _table(["objective", "final loss", "tokens/s", "time"],

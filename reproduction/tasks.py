@@ -96,11 +96,18 @@ def _json(data):
   return json.dumps(data, ensure_ascii=False, indent=1, sort_keys=False) + "\n"
 
 
-def write_pretrain_corpus(docs, path):
-  """Sentence per line, blank line between documents; -> (documents, bytes)."""
-  text = "".join("\n".join(d.sentences) + "\n\n" for d in docs)
+def write_pretrain_corpus(docs, path, passes=1, seed=0):
+  """Sentence per line, blank line between documents; -> (documents, bytes of one pass).
+  passes > 1 writes the documents that many times, each pass in its own seeded order, so that
+  the writer draws fresh targets and factorization orders for every pass (BERT's dupe_factor):
+  records store those draws, so a run that repeats one pass would repeat them too."""
+  one = "".join("\n".join(d.sentences) + "\n\n" for d in docs)
+  text = one
+  for k in range(1, passes):
+    order = np.random.default_rng([seed, 5, k]).permutation(len(docs))
+    text += "".join("\n".join(docs[i].sentences) + "\n\n" for i in order)
   atomic_write(path, text)
-  return len(docs), len(text.encode("utf-8"))
+  return len(docs), len(one.encode("utf-8"))
 
 
 # ---- module classification (DBpedia CSV layout) --------------------------------------------
@@ -134,10 +141,12 @@ def _csv(rows):
 
 
 def write_classification(splits, out_dir, seed, train_per_class, test_per_class, n_labels=14):
-  """train.csv / test.csv (DBpedia layout) + labels.json; -> the labels.json content."""
+  """train.csv / dev.csv / test.csv (DBpedia layout; dev.csv for choosing settings) +
+  labels.json; -> the labels.json content."""
   packages = top_packages(splits["train"] + splits["dev"] + splits["test"], n_labels)
   counts = {}
-  for split, per_class in (("train", train_per_class), ("test", test_per_class)):
+  for split, per_class in (("train", train_per_class), ("dev", test_per_class),
+                           ("test", test_per_class)):
     rows = classification_rows(splits[split], packages, per_class,
                                np.random.default_rng([seed, 2, SPLITS.index(split)]))
     atomic_write(os.path.join(out_dir, f"{split}.csv"), _csv(rows))
@@ -216,9 +225,11 @@ def squad_data(docs, seed_seq, max_chars, max_questions, version="v2.0"):
 
 
 def write_squad(splits, out_dir, seed, n_train, n_eval, max_chars):
-  """train-v2.0.json (train documents), dev-v2.0.json (test documents); -> question counts."""
+  """train-v2.0.json (train documents), dev-v2.0.json (dev documents, for choosing settings),
+  test-v2.0.json (test documents, the reported numbers); -> question counts."""
   counts = {}
-  for split, name, n in (("train", "train-v2.0.json", n_train), ("test", "dev-v2.0.json", n_eval)):
+  for split, name, n in (("train", "train-v2.0.json", n_train), ("dev", "dev-v2.0.json", n_eval),
+                         ("test", "test-v2.0.json", n_eval)):
     data = squad_data(splits[split], [seed, 3, SPLITS.index(split)], max_chars, n)
     atomic_write(os.path.join(out_dir, name), _json(data))
     qas = [q for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]

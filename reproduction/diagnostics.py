@@ -1,0 +1,217 @@
+"""The quickstart's diagnostics: what pretraining put into the weights, without fine-tuning.
+
+    python -m reproduction.diagnostics --output_dir=output/quickstart --preset=small
+
+Reads the quickstart's pretraining checkpoints (every `save_every` steps) and prints one JSON
+line {"diagnostics": ...} with:
+- heldout: each objective's loss on held-out records (the dev documents, never trained on), at
+  every checkpoint, dropout off, memory carried as in training: does pretraining generalise, or
+  does it memorise the few records it repeats?
+- mpnet_modes: the final MPNet weights' held-out loss when the same weights predict in MPNet's
+  three modes (mpnet, plm = - position compensation, mlm), and with the predictions in
+  position order: what each piece of information is worth to this model.
+- probe: a frozen-encoder linear probe per arm and checkpoint on the module-classification
+  task: features = [summary token's state, mean of the last layer over real tokens], a softmax
+  regression whose L2 strength is chosen on the dev split; test accuracy reported once. No
+  fine-tuning learning rate is involved, so it measures what the representation carries.
+"""
+
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
+HELDOUT_BATCHES = 40
+
+
+def softmax_regression(x, y, n_class, l2, steps=400, lr=0.05, seed=0):
+  """Multinomial logistic regression by full-batch Adam (numpy, deterministic).
+  x [N, F] (standardised), y int [N] -> (W [F, C], b [C])."""
+  rng = np.random.default_rng(seed)
+  w = rng.normal(0, 0.01, [x.shape[1], n_class])
+  b = np.zeros(n_class)
+  onehot = np.eye(n_class)[y]
+  m = [np.zeros_like(w), np.zeros_like(b)]
+  v = [np.zeros_like(w), np.zeros_like(b)]
+  for t in range(1, steps + 1):
+    z = x @ w + b
+    z -= z.max(1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(1, keepdims=True)
+    grad_z = (p - onehot) / len(x)
+    grads = [x.T @ grad_z + l2 * w, grad_z.sum(0)]
+    for i, (param, g) in enumerate(((w, grads[0]), (b, grads[1]))):
+      m[i] = 0.9 * m[i] + 0.1 * g
+      v[i] = 0.999 * v[i] + 0.001 * g * g
+      param -= lr * (m[i] / (1 - 0.9 ** t)) / (np.sqrt(v[i] / (1 - 0.999 ** t)) + 1e-8)
+  return w, b
+
+
+def linear_probe(feats, labels, n_class):
+  """feats/labels: {"train", "dev", "test"} -> {"l2", "dev", "test", "train"} accuracies."""
+  mean, std = feats["train"].mean(0), feats["train"].std(0) + 1e-6
+  x = {k: (v - mean) / std for k, v in feats.items()}
+  acc = lambda w, b, k: float(((x[k] @ w + b).argmax(1) == labels[k]).mean())
+  best = None
+  for l2 in L2_GRID:
+    w, b = softmax_regression(x["train"], labels["train"], n_class, l2)
+    dev = acc(w, b, "dev")
+    if best is None or dev > best[1]:
+      best = (l2, dev, w, b)
+  l2, dev, w, b = best
+  return {"l2": l2, "train": acc(w, b, "train"), "dev": dev, "test": acc(w, b, "test")}
+
+
+class Diagnostics:
+  """Everything is read from the quickstart's directories (reproduction.pipeline.Pipeline)."""
+
+  def __init__(self, pipe):
+    import tensorflow as tf
+    self.tf, self.pipe, self.p = tf, pipe, pipe.p
+
+  # ---- models -------------------------------------------------------------------------------
+  def task(self, objective, mode="mpnet", permute=True, split_dir=None):
+    from modeling import config as config_lib, mpnet
+    from training.pretrain_task import PretrainConfig, PretrainTask
+    p, pipe = self.p, self.pipe
+    if objective == "mpnet":
+      model_config = mpnet.MPNetConfig.from_json(os.path.join(pipe.models, "mpnet_config.json"))
+    else:
+      model_config = config_lib.XLNetConfig.from_json(
+          os.path.join(pipe.models, "xlnet_config.json"))
+    run_config = config_lib.RunConfig(dropout=0.0, dropatt=0.0,
+                                      mem_len=0 if objective == "mpnet" else p.mem_len,
+                                      reuse_len=p.reuse_len)
+    config = PretrainConfig(record_dir=split_dir or pipe.records, seq_len=p.seq_len,
+                            reuse_len=p.reuse_len, num_predict=p.num_predict,
+                            bsz_per_host=p.batch, bi_data=False, objective=objective,
+                            mpnet_mode=mode, mpnet_permute=permute, seed=self.pipe.seed)
+    return PretrainTask(config, model_config, run_config)
+
+  def model(self, task, step):
+    """The pretraining model at checkpoint `step` (0 = fresh weights, seeded)."""
+    import keras
+    from modeling import checkpoint
+    keras.utils.set_random_seed(self.pipe.seed)
+    model = task.build_model()
+    model.ensure_built()
+    if step:
+      objective = task.config.objective
+      prefix = os.path.join(self.pipe.pretrain_dir(objective), "ckpt", f"ckpt-{step}")
+      self.tf.train.Checkpoint(**checkpoint.native_objects(model)).restore(
+          prefix).expect_partial()
+    return model
+
+  # ---- held-out loss ------------------------------------------------------------------------
+  def heldout_loss(self, task, model):
+    from data_utils import pipeline
+    from modeling import losses
+    tf, c = self.tf, task.config
+    ds, _, _ = pipeline.pretrain_dataset(c.record_dir, c.seq_len, c.reuse_len, c.num_predict,
+                                         c.bsz_per_host, False, split="valid", repeat=False)
+    state = task.initial_state()
+
+    @tf.function(jit_compile=True)
+    def step(batch, state, i):
+      logits, target, mask, _, new_state = task.predict(model, batch, state, i, training=False)
+      return losses.lm_loss(logits, target, mask), tf.cast(new_state, state.dtype)
+
+    total = []
+    for i, batch in enumerate(ds.take(HELDOUT_BATCHES)):
+      loss, state = step(batch, state, tf.constant(i, tf.int64))
+      total.append(float(loss))
+    return float(np.mean(total))
+
+  # ---- probe --------------------------------------------------------------------------------
+  def rows(self, model_type):
+    from finetuning import classifier_data, classifier_features, layouts
+    spec = classifier_data.get_task("dbpedia")
+    tokenizer = layouts.make_tokenizer(model_type, self.pipe.spm)
+    data_dir = os.path.join(self.pipe.data, "classify")
+    return {split: classifier_features.encode(
+        tokenizer, classifier_data.read_split(spec, data_dir, split), self.p.cls_seq_len,
+        spec.labels, model_type) for split in ("train", "dev", "test")}, len(spec.labels)
+
+  def features(self, model, rows, model_type):
+    tf = self.tf
+    encoder = model.encoder
+
+    @tf.function(reduce_retracing=True)
+    def forward(ids, seg, mask):
+      if model_type == "mpnet":
+        h = encoder(ids, input_mask=mask, training=False)
+        summary = h[:, 0]                      # <s>, as MPNetClassifier pools
+      else:
+        h = encoder(ids, seg_ids=seg, input_mask=mask, training=False)["content_output"]
+        summary = h[:, -1]                     # <cls> (left padded), the "last" summary
+      real = 1.0 - mask[:, :, None]
+      mean = tf.reduce_sum(h * real, 1) / tf.maximum(tf.reduce_sum(real, 1), 1.0)
+      return tf.concat([summary, mean], -1)
+
+    out = []
+    for i in range(0, len(rows["input_ids"]), 128):
+      out.append(forward(tf.constant(rows["input_ids"][i:i + 128]),
+                         tf.constant(rows["seg_ids"][i:i + 128]),
+                         tf.constant(rows["input_mask"][i:i + 128], tf.float32)).numpy())
+    return np.concatenate(out)
+
+  # ---- everything ---------------------------------------------------------------------------
+  def run(self, log=print):
+    p = self.p
+    steps = list(range(p.pretrain_save_every, p.pretrain_steps + 1, p.pretrain_save_every))
+    out = {"checkpoints": steps, "heldout": {}, "probe": {}, "mpnet_modes": {}}
+    rows = {}
+    for arm in p.arms:
+      objective = {"none": "plm", "none-mpnet": "mpnet"}.get(arm, arm)
+      model_type = "mpnet" if objective == "mpnet" else "xlnet"
+      if model_type not in rows:
+        rows[model_type] = self.rows(model_type)
+      (split_rows, n_class) = rows[model_type]
+      task = self.task(objective)
+      out["probe"][arm] = {}
+      for step in ([0] if arm.startswith("none") else steps):
+        model = self.model(task, step)
+        feats = {k: self.features(model, v, model_type) for k, v in split_rows.items()}
+        probe = linear_probe(feats, {k: v["label"] for k, v in split_rows.items()}, n_class)
+        out["probe"][arm][step] = probe
+        line = (f"probe {arm} step {step}: dev {probe['dev']:.3f} test {probe['test']:.3f} "
+                f"(l2 {probe['l2']:g})")
+        if not arm.startswith("none"):
+          loss = self.heldout_loss(task, model)
+          out["heldout"].setdefault(arm, {})[step] = loss
+          line += f"; held-out {arm} loss {loss:.3f}"
+        log(line)
+    if "mpnet" in p.arms:
+      for name, mode, permute in (("mpnet", "mpnet", True), ("plm", "plm", True),
+                                  ("mlm", "mlm", True), ("mpnet, position order", "mpnet",
+                                                         False)):
+        task = self.task("mpnet", mode, permute)
+        out["mpnet_modes"][name] = self.heldout_loss(task, self.model(task, p.pretrain_steps))
+        log(f"MPNet weights, {name} mode: held-out loss {out['mpnet_modes'][name]:.3f}")
+    return out
+
+
+def main():
+  import argparse
+  from reproduction import pipeline as pipeline_lib
+  from reproduction.presets import PRESETS
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--output_dir", required=True, help="The quickstart's output directory.")
+  parser.add_argument("--preset", default="small", choices=sorted(PRESETS),
+                      help="The preset that run used.")
+  parser.add_argument("--seed", type=int, default=0, help="The seed that run used.")
+  args = parser.parse_args()
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  pipe = pipeline_lib.Pipeline(PRESETS[args.preset], args.output_dir, seed=args.seed)
+  result = Diagnostics(pipe).run(log=lambda m: print(m, flush=True))
+  print(json.dumps({"diagnostics": result}))
+
+
+if __name__ == "__main__":
+  main()
