@@ -9,7 +9,7 @@ import json
 import math
 import os
 
-from reproduction import tasks
+from reproduction import diagnosis_report, tasks
 from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES, format_duration
 
 ARM_TITLES = {"none": "XLNet without pretraining (random init)",
@@ -92,6 +92,8 @@ def aggregate(pipeline, results):
     race = [r["metrics"] for r in race if r and r.get("metrics")]
     if race:
       out["race"][arm] = {k: stats([m[k] for m in race]) for k in race[0] if k != "split"}
+  out["sweep"] = diagnosis_report.sweeps(pipeline, results)
+  out["diagnostics"] = results.get("diagnostics") or {}
   return out
 
 
@@ -270,11 +272,15 @@ def _gap(paper, hi, lo):
   return "; ".join(f"{k} {paper[hi][k] - paper[lo][k]:+.2f}" for k in paper[hi])
 
 
-def _paper_section(agg, scale):
-  """The papers' gaps between objectives next to this run's, pair by pair."""
+def _paper_section(agg, scale, usable):
+  """The papers' gaps between objectives next to this run's, pair by pair (tasks on which no
+  arm beats the trivial answer are left out: "excl.")."""
   def here(hi, lo):
     cells = []
     for key, metric in (("classify", None), ("squad", "f1"), ("race", "accuracy")):
+      if not usable.get(key, True):
+        cells.append("excl.")
+        continue
       a, b = agg[key].get(hi), agg[key].get(lo)
       if metric:
         a, b = a and a.get(metric), b and b.get(metric)
@@ -291,7 +297,7 @@ def _paper_section(agg, scale):
             *here(a, BASELINE[a])) for a in OBJECTIVES]
   lines = _table(["pair", "papers (points, full scale)", "here: classification", "here: SQuAD F1",
                   "here: RACE"], rows)
-  signs = [(r[0], float(c)) for r in rows for c in r[2:] if c != "n/a"]
+  signs = [(r[0], float(c)) for r in rows for c in r[2:] if c not in ("n/a", "excl.")]
   agree = sum(v > 0 for _, v in signs)
   lines += ["", f"In this run {agree} of {len(signs)} measured gaps have the papers' sign "
             "(positive = the first objective ahead). The papers' ablations use BERT-base-size "
@@ -377,7 +383,8 @@ def write_report(pipeline, results, times):
         "the text below is fixed in advance. Small models, minutes of CPU: read the numbers as "
         "a demonstration that every piece works end to end, not as a reproduction of the "
         "papers' results.", "", "## What this run shows", ""]
-  md += _summary(agg, unigram, data) + ["", "## Setup", ""]
+  md += _summary(agg, unigram, data)
+  md += [f"- {l}" for l in diagnosis_report.summary_lines(agg, data)] + ["", "## Setup", ""]
   if data:
     labels = data["classify"]["labels"]
     md += [f"- Corpus: the docstrings of this Python's standard library, {data['documents']:,} "
@@ -457,7 +464,9 @@ def write_report(pipeline, results, times):
            f"{configs.get('mpnet_params', 0):,} (MPNet) parameters see "
            f"{data.get('corpus', {}).get('bytes', 0):,} bytes of docstrings for "
            f"{p.pretrain_steps} steps")
-  md += ["", "## How this compares with the papers", ""] + _paper_section(agg, scale)
+  md += [""] + diagnosis_report.section(agg, data)
+  md += ["## How this compares with the papers", ""] + _paper_section(
+      agg, scale, diagnosis_report.usable_tasks(agg, data))
   md += ["", "## Stages", ""]
   md += _table(["stage", "time"], [(k, format_duration(v)) for k, v in times.items()])
   md += ["", f"Total (stages, this and earlier runs): {format_duration(sum(times.values()))}."]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from reproduction import pipeline as pipeline_lib
@@ -40,7 +41,7 @@ def test_classification_is_dbpedia_csv_and_read_by_run_classifier(tmp_path, spli
                                     test_per_class=3)
   assert list(info["labels"]) == [str(i) for i in range(1, 15)]
   contents = {}
-  for split in ("train", "test"):
+  for split in ("train", "dev", "test"):
     with open(tmp_path / f"{split}.csv", encoding="utf-8", newline="") as f:
       rows = list(csv.reader(f))
     assert rows and all(len(r) == 3 and r[0] in info["labels"] and r[2] for r in rows)
@@ -49,7 +50,8 @@ def test_classification_is_dbpedia_csv_and_read_by_run_classifier(tmp_path, spli
     examples = classifier_data.read_split(classifier_data.get_task("dbpedia"), str(tmp_path),
                                           split)
     assert len(examples) == len(rows)
-  assert not contents["train"] & contents["test"]
+  assert not contents["train"] & contents["test"] and not contents["dev"] & contents["test"]
+  assert not contents["train"] & contents["dev"]
   # a module's own docstring gets no title (its name would give the label away)
   assert not any(r[1] in info["labels"].values() for r in rows)
 
@@ -59,7 +61,7 @@ def test_squad_is_v2_json_with_answers_at_answer_start(tmp_path, splits):
   counts = tasks.write_squad(splits, str(tmp_path), seed=0, n_train=60, n_eval=30,
                              max_chars=400)
   contexts = {}
-  for name in ("train-v2.0.json", "dev-v2.0.json"):
+  for name in ("train-v2.0.json", "dev-v2.0.json", "test-v2.0.json"):
     with open(tmp_path / name, encoding="utf-8") as f:
       data = json.load(f)
     assert data["version"] == "v2.0"
@@ -85,7 +87,8 @@ def test_squad_is_v2_json_with_answers_at_answer_start(tmp_path, splits):
     assert 0 < n_impossible < len(ids)
     examples, skipped = squad_features.read_squad(str(tmp_path / name), is_training=True)
     assert skipped == 0 and len(examples) == len(ids)
-  assert not contexts["train-v2.0.json"] & contexts["dev-v2.0.json"]
+  for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+    assert not contexts[f"{a}-v2.0.json"] & contexts[f"{b}-v2.0.json"]
 
 
 def test_race_is_official_layout_and_the_answer_fills_the_blank(tmp_path, splits):
@@ -154,8 +157,10 @@ def test_quickstart_tiny_end_to_end(tmp_path):
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   print(f"quickstart --preset=tiny: {seconds:.0f}s")
   stages = [s.name for s in pipeline_lib.Pipeline(PRESETS["tiny"], str(out)).stages()]
-  for name in ("data", "tokenizer", "records", "configs", "pretrain-plm", "pretrain-mpnet",
-               "classify-plm-s0", "classify-mpnet-s0", "squad-plm-s0", "race-mpnet-s0"):
+  for name in ("data", "tokenizer", "records", "records-valid", "configs", "pretrain-plm",
+               "pretrain-mpnet", "classify-plm-lr0.001", "classify-plm-lr0.003",
+               "classify-plm-s0", "classify-mpnet-s0", "squad-plm-s0", "race-mpnet-s0",
+               "diagnostics"):
     assert name in stages
   for k, name in enumerate(stages):
     assert f"[{k + 1}/{len(stages)} {name}] done in" in result.stdout
@@ -168,12 +173,61 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert (out / path).exists(), path
   report = (out / "report.md").read_text()
   for heading in ("## Pretraining", "## Module classification", "## SQuAD 2.0 and RACE",
-                  "## How this compares with the papers"):
+                  "## How this compares with the papers", "## Diagnosis",
+                  "### Learning-rate choice on dev", "### Linear probes",
+                  "### MPNet's weights in its three modes"):
     assert heading in report
   results = json.loads((out / "results.json").read_text())
   assert set(results["aggregate"]["classify"]) >= {"plm", "mpnet"}
   assert results["aggregate"]["pretrain"]["plm"]["curve"]
+  diag = results["aggregate"]["diagnostics"]
+  assert set(diag["probe"]) == {"plm", "mpnet"} and set(diag["probe"]["plm"]) == {"5", "10"}
+  assert set(diag["mpnet_modes"]) == {"mpnet", "plm", "mlm", "mpnet, position order"}
+  # the test runs used the learning rate that scored best on dev
+  dev = {lr: json.loads((out / "stages" / f"classify-plm-lr{lr}.json").read_text())
+         ["results"]["metrics"]["accuracy"] for lr in ("0.001", "0.003")}
+  chosen = "0.003" if dev["0.003"] > dev["0.001"] else "0.001"
+  assert f"--learning_rate={chosen}" in (out / "logs" / "classify-plm-s0.log").read_text()
   # a rerun skips every finished stage and rewrites the report
   rerun = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert rerun.returncode == 0, rerun.stderr[-2000:]
   assert rerun.stdout.count("done in an earlier run") == len(stages)
+
+
+def test_chosen_lr_is_the_best_dev_score_with_ties_to_the_smaller_rate():
+  res = lambda acc: {"metrics": {"accuracy": acc}}
+  results = {"classify-plm-lr0.0001": res(0.4), "classify-plm-lr0.0003": res(0.6),
+             "classify-plm-lr0.001": res(0.6)}
+  lr, scores = pipeline_lib.chosen_lr(results, "classify", "plm", (1e-4, 3e-4, 1e-3))
+  assert lr == 3e-4 and scores == {"0.0001": 0.4, "0.0003": 0.6, "0.001": 0.6}
+  results["classify-plm-lr0.001"] = res(0.7)
+  assert pipeline_lib.chosen_lr(results, "classify", "plm", (1e-4, 3e-4, 1e-3))[0] == 1e-3
+  assert pipeline_lib.chosen_lr({}, "classify", "plm", (5e-4,)) == (5e-4, {})
+  with pytest.raises(pipeline_lib.StageError):
+    pipeline_lib.chosen_lr({}, "squad", "plm", (1e-4, 3e-4))
+
+
+def test_corpus_passes_repeat_every_document_in_a_new_order(tmp_path, splits):
+  docs = splits["dev"][:50]
+  n, size = tasks.write_pretrain_corpus(docs, str(tmp_path / "one.txt"))
+  n3, size3 = tasks.write_pretrain_corpus(docs, str(tmp_path / "three.txt"), passes=3, seed=1)
+  one = (tmp_path / "one.txt").read_text()
+  three = (tmp_path / "three.txt").read_text()
+  assert n == n3 == 50 and size == size3 == len(one.encode("utf-8"))
+  assert len(three) == 3 * len(one) and three.startswith(one)
+  blocks = lambda text: text.split("\n\n")[:-1]
+  assert sorted(blocks(three)[50:100]) == sorted(blocks(one)) == sorted(blocks(three)[100:])
+  assert blocks(three)[50:100] != blocks(one) and blocks(three)[50:100] != blocks(three)[100:]
+
+
+def test_linear_probe_reads_information_the_features_carry():
+  from reproduction import diagnostics
+  rng = np.random.default_rng(0)
+  labels = {k: rng.integers(0, 4, n) for k, n in (("train", 200), ("dev", 100), ("test", 100))}
+  centers = rng.normal(0, 1, [4, 16])
+  informative = {k: centers[y] + rng.normal(0, 0.8, [len(y), 16]) for k, y in labels.items()}
+  noise = {k: rng.normal(0, 1, [len(y), 16]) for k, y in labels.items()}
+  good = diagnostics.linear_probe(informative, labels, 4)
+  bad = diagnostics.linear_probe(noise, labels, 4)
+  assert good["test"] > 0.85 and bad["test"] < 0.4
+  assert good["l2"] in diagnostics.L2_GRID

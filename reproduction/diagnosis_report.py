@@ -1,0 +1,229 @@
+"""The report's "Diagnosis" section: learning-rate sweeps, linear probes, held-out losses and
+MPNet's modes, every sentence computed from the numbers (reproduction/diagnostics.py and the
+dev runs of reproduction/pipeline.py).
+"""
+
+from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES, TASKS, chosen_lr
+
+TASK_TITLES = {"classify": "module classification (accuracy)", "squad": "SQuAD 2.0 format (F1)",
+               "race": "RACE format (accuracy)"}
+
+
+def sweeps(pipeline, results):
+  """{task: {arm: {"scores": {lr: dev score}, "chosen": lr}}} for the arms that ran."""
+  p = pipeline.p
+  out = {}
+  for task, grid, arms in (("classify", p.cls_lrs, p.arms), ("squad", p.qa_lrs, p.squad_arms),
+                           ("race", p.qa_lrs, p.race_arms)):
+    for arm in arms:
+      try:
+        lr, scores = chosen_lr(results, task, arm, grid)
+      except Exception:   # dev runs missing (an interrupted run): nothing to report
+        continue
+      out.setdefault(task, {})[arm] = {"scores": scores, "chosen": f"{lr:g}"}
+  return out
+
+
+def trivial_baselines(data):
+  """Score of the trivial answer on each test set (fraction)."""
+  out = {"race": 0.25}
+  squad = (data.get("squad") or {}).get("test-v2.0.json")
+  if squad:
+    out["squad"] = squad["impossible"] / squad["questions"]
+  counts = ((data.get("classify") or {}).get("counts") or {}).get("test")
+  if counts:
+    out["classify"] = max(counts.values()) / sum(counts.values())
+  return out
+
+
+def usable_tasks(agg, data):
+  """{task: True if some arm's test score is above the trivial baseline}."""
+  base = trivial_baselines(data)
+  metric = {"classify": None, "squad": "f1", "race": "accuracy"}
+  out = {}
+  for task in TASKS:
+    scores = []
+    for r in agg[task].values():
+      s = r if metric[task] is None else (r or {}).get(metric[task])
+      if s:
+        scores.append(s["mean"])
+    if scores and task in base:
+      out[task] = max(scores) > base[task]
+  return out
+
+
+def _probe_rows(diag):
+  steps = diag.get("checkpoints", [])
+  rows = []
+  for arm in ARMS:
+    probe = diag.get("probe", {}).get(arm)
+    if not probe:
+      continue
+    cells = []
+    for step in ([0] if arm.startswith("none") else steps):
+      r = probe.get(str(step)) or probe.get(step)
+      cells.append(f"{100 * r['dev']:.1f} / {100 * r['test']:.1f}" if r else "n/a")
+    if arm.startswith("none"):
+      cells = cells + ["(random weights)"] * (len(steps) - 1)
+    rows.append((arm, *cells))
+  return steps, rows
+
+
+def _final_probe(diag, arm):
+  probe = diag.get("probe", {}).get(arm) or {}
+  if not probe:
+    return None
+  key = max(probe, key=int)
+  return probe[key]
+
+
+def section(agg, data):
+  """Markdown lines of the Diagnosis section."""
+  lines = ["## Diagnosis", "",
+           "What the fine-tuning table alone cannot say: is a gap due to the representation "
+           "pretraining made, or to a fine-tuning recipe that suits one arm better than another? "
+           "Each experiment below could have come out either way.", ""]
+  sweep = agg.get("sweep") or {}
+  lines += ["### Learning-rate choice on dev", ""]
+  if sweep:
+    for task, arms in sweep.items():
+      grid = sorted({lr for a in arms.values() for lr in a["scores"]}, key=float)
+      if not grid:
+        continue
+      rows = [(arm, *[f"{100 * a['scores'][lr]:.1f}" if lr in a["scores"] else "n/a"
+                      for lr in grid], a["chosen"]) for arm, a in arms.items()]
+      lines += [f"{TASK_TITLES[task]}, dev split, seed 0:", ""]
+      lines += _table(["arm", *[f"lr {lr}" for lr in grid], "chosen"], rows) + [""]
+      chosen = {a["chosen"] for a in arms.values()}
+      edge = [arm for arm, a in arms.items() if a["chosen"] in (grid[0], grid[-1])
+              and len(grid) > 1]
+      if len(chosen) > 1:
+        text = (f"The arms chose {len(chosen)} different learning rates "
+                f"({', '.join(sorted(chosen, key=float))}): one fixed rate for every arm would "
+                "have favoured some of them.")
+      else:
+        text = (f"Every arm chose the same rate ({next(iter(chosen))}): on this task a shared "
+                "rate was not what separated them.")
+      if edge:
+        text += (f" {', '.join(edge)} chose a rate at the edge of the grid, so a wider grid "
+                 "might move them further.")
+      lines += [text, ""]
+  else:
+    lines += ["The preset's grids have one value each: no dev runs.", ""]
+
+  diag = agg.get("diagnostics") or {}
+  if diag.get("probe"):
+    steps, rows = _probe_rows(diag)
+    lines += ["### Linear probes of the frozen encoders", "",
+              "A softmax regression on [summary token, mean of the last layer] of the encoder "
+              "as pretraining left it (no fine-tuning), L2 strength chosen on dev; dev / test "
+              "accuracy (%) at each pretraining checkpoint (the pretraining-length curve).", ""]
+    lines += _table(["arm", *[f"step {s}" for s in steps]], rows) + [""]
+    lines += probe_text(diag, steps) + [""]
+  if diag.get("heldout"):
+    steps = diag.get("checkpoints", [])
+    lines += ["### Held-out pretraining loss", "",
+              "Each objective's own loss on records written from the dev documents (never "
+              "trained on), dropout off, at each checkpoint.", ""]
+    lines += _table(["objective", *[f"step {s}" for s in steps]],
+                    [(o, *[f"{v:.3f}" for v in _by_step(diag["heldout"][o], steps)])
+                     for o in OBJECTIVES if o in diag["heldout"]]) + [""]
+    for o in OBJECTIVES:
+      if o in diag["heldout"]:
+        vals = _by_step(diag["heldout"][o], steps)
+        best = min(range(len(vals)), key=lambda k: vals[k])
+        lines.append(f"- {o}: " + ("falls at every checkpoint" if all(
+            b < a for a, b in zip(vals, vals[1:])) else
+            f"lowest at step {steps[best]} ({vals[best]:.3f}), {vals[-1]:.3f} at the end")
+            + ".")
+    lines.append("")
+  modes = diag.get("mpnet_modes")
+  if modes:
+    lines += ["### MPNet's weights in its three modes", "",
+              "The final MPNet weights, held-out loss when they predict with the information "
+              "of each mode (the weights were trained in mpnet mode only).", ""]
+    lines += _table(["mode", "held-out loss"], [(m, f"{v:.3f}") for m, v in modes.items()])
+    lines += [""] + mode_text(modes, diag) + [""]
+  return lines
+
+
+def _by_step(values, steps):
+  return [values.get(str(s), values.get(s)) for s in steps]
+
+
+def probe_text(diag, steps):
+  out = []
+  finals = {arm: _final_probe(diag, arm) for arm in ARMS if _final_probe(diag, arm)}
+  if finals:
+    ranking = sorted(finals, key=lambda a: -finals[a]["test"])
+    out.append("Final-checkpoint probe test accuracy: " + " > ".join(
+        f"{a} ({100 * finals[a]['test']:.1f})" for a in ranking) + ".")
+  for arm in OBJECTIVES:
+    base = BASELINE[arm]
+    if arm in finals and base in finals:
+      diff = 100 * (finals[arm]["test"] - finals[base]["test"])
+      out.append(f"{arm}'s representation is {abs(diff):.1f} points "
+                 f"{'above' if diff > 0 else 'below'} the same model's random weights ({base}) "
+                 "under the probe.")
+    probe = diag["probe"].get(arm)
+    if probe and len(steps) > 1:
+      vals = [(_by_step(probe, steps)[k] or {}).get("dev") for k in range(len(steps))]
+      if None not in vals:
+        trend = ("rises" if vals[-1] > vals[0] else "falls" if vals[-1] < vals[0] else
+                 "stays level")
+        out.append(f"{arm}: probe dev accuracy " + ", ".join(
+            f"{100 * v:.1f} (step {s})" for v, s in zip(vals, steps))
+            + f": {trend} with pretraining length.")
+  return [f"- {l}" for l in out]
+
+
+def mode_text(modes, diag):
+  out = []
+  if "mpnet" in modes and "plm" in modes:
+    d = modes["plm"] - modes["mpnet"]
+    out.append(f"Without position compensation (plm mode) the same weights score "
+               f"{abs(d):.3f} nats {'worse' if d > 0 else 'better'} than with it: "
+               + ("the positions of the predicted tokens carry information the model uses."
+                  if d > 0 else "the model did not learn to use them."))
+  if "mpnet" in modes and "mlm" in modes:
+    d = modes["mlm"] - modes["mpnet"]
+    out.append(f"In mlm mode (no dependency among predictions) it scores {abs(d):.3f} nats "
+               f"{'worse' if d > 0 else 'better'}.")
+  heldout = diag.get("heldout", {})
+  steps = diag.get("checkpoints", [])
+  if steps and "plm" in heldout and "mpnet" in heldout:
+    plm, mp = _by_step(heldout["plm"], steps)[-1], _by_step(heldout["mpnet"], steps)[-1]
+    out.append(f"Held-out at the end: MPNet {mp:.3f} against XLNet PLM {plm:.3f} "
+               f"({mp - plm:+.3f}); the two differ in architecture (absolute positions + one "
+               "shared relative bias and no memory, against relative attention with memory), "
+               "so this gap mixes objective and model.")
+  return [f"- {l}" for l in out]
+
+
+def summary_lines(agg, data):
+  """Bullets for the report's opening summary."""
+  out = []
+  diag = agg.get("diagnostics") or {}
+  finals = {arm: _final_probe(diag, arm) for arm in ARMS if _final_probe(diag, arm)}
+  cls = {a: s for a, s in (agg.get("classify") or {}).items() if s}
+  if finals:
+    probe_order = sorted(finals, key=lambda a: -finals[a]["test"])
+    ft = [a for a in sorted(cls, key=lambda a: -cls[a]["mean"]) if a in finals]
+    out.append("Linear probes (frozen encoders, no fine-tuning learning rate): "
+               + " > ".join(f"{a} {100 * finals[a]['test']:.1f}" for a in probe_order)
+               + "; fine-tuning orders the same arms "
+               + ("the same way." if ft == [a for a in probe_order if a in ft] else
+                  " > ".join(ft) + "."))
+  usable = usable_tasks(agg, data)
+  left = [t for t, ok in usable.items() if not ok]
+  if left:
+    out.append("Left out of the orderings: " + ", ".join(TASK_TITLES[t] for t in left)
+               + ": no arm beats the trivial answer on its test set, so differences between "
+               "arms there measure nothing about the objectives.")
+  return out
+
+
+def _table(header, rows):
+  out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return out
