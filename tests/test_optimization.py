@@ -52,6 +52,28 @@ def test_clipping_uses_the_global_norm_of_all_gradients():
   np.testing.assert_allclose(kernel, [1.0, -2.0] - 0.1 * m / (np.sqrt(v) + 1e-6), rtol=1e-5)
 
 
+def test_clipping_counts_repeated_embedding_rows_once():
+  """A gather's gradient repeats rows (one per lookup); the global norm is that of the summed
+  (dense) gradient, as on TPU and in PyTorch. Before the fix the norm summed the squares of
+  the repeats: here sqrt(3 * 0.5**2) = 0.87 < 1, so nothing was clipped, while the true norm is
+  1.5 and the step must be scaled by 1 / 1.5."""
+  table = keras.Variable(np.zeros([4, 1], np.float32), name="table")
+  other = keras.Variable(np.zeros([1], np.float32), name="other")
+  with tf.GradientTape() as tape:
+    loss = 0.5 * tf.reduce_sum(tf.gather(table, [2, 2, 2]))
+  grad = tape.gradient(loss, table)
+  assert isinstance(grad, tf.IndexedSlices)
+  dense = optimization.dense_gradients([grad, None])
+  np.testing.assert_allclose(dense[0].numpy(), [[0.0], [0.0], [1.5], [0.0]])
+  assert dense[1] is None
+  opt = optimization.AdamWeightDecay(learning_rate=0.1, clip_norm=1.0, epsilon=0.0)
+  opt.apply_gradients([(grad, table), (tf.zeros([1]), other)])
+  # Adam's first step is 0.1 * m / sqrt(v) = 0.1 * 0.1 g / (sqrt(0.001) |g|): scale-free, so
+  # look at the moment instead: m = 0.1 * clipped gradient = 0.1 * 1.5 / 1.5.
+  m = opt._m[opt._get_variable_index(table)].numpy()
+  np.testing.assert_allclose(m[2], [0.1], rtol=1e-6)
+
+
 def test_layer_decay_multipliers_by_depth():
   config = XLNetConfig(n_layer=3, d_model=16, n_head=2, d_head=8, d_inner=16, n_token=30)
   model = XLNetClassifier(config, RunConfig(), n_class=2).ensure_built()

@@ -9,6 +9,7 @@
   learning-rate decay as real learning rates (the release scaled gradients,
   which Adam cancels).
 - `layer_decay_multipliers`: XLNet depth of every variable -> multiplier.
+- `dense_gradients`: embedding gradients as dense tensors, so norms count repeated rows once.
 """
 
 import math
@@ -17,6 +18,19 @@ import re
 import keras
 import numpy as np
 import tensorflow as tf
+
+
+def dense_gradients(grads):
+  """Gradients with every tf.IndexedSlices (the gradient of a gather: embeddings) made dense.
+
+  A gather's gradient lists one row per looked-up index, repeats included (a position id
+  appears once per batch row). tf.linalg.global_norm and tf.clip_by_global_norm square those
+  rows before summing them, so their "norm" is not the gradient's: it misses every cross term
+  of a repeated index. Summing the repeats first gives the true global norm, the one the
+  release computed on TPU (one-hot embedding matmuls, dense gradients) and PyTorch computes.
+  The optimizer's update is dense anyway (update_step converts), so nothing is lost.
+  """
+  return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
@@ -113,7 +127,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
     if self.clip_norm:
       grads, variables = zip(*grads_and_vars)
-      grads, _ = tf.clip_by_global_norm(list(grads), self.clip_norm)
+      grads, _ = tf.clip_by_global_norm(dense_gradients(grads), self.clip_norm)
       grads_and_vars = list(zip(grads, variables))
     tf.__internal__.distribute.interim.maybe_merge_call(
         self._distributed_tf_update_step, self._distribution_strategy, grads_and_vars,

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from modeling import checkpoint as ckpt_lib
 from modeling import ops
+from training import optimization
 
 # How the train step is compiled (--xla):
 #   full     the whole step is one XLA computation (jit_compile=True): the TPU path and
@@ -146,7 +147,7 @@ class Trainer:
       with tf.GradientTape() as tape:
         loss, metrics, new_state = task.loss(model, batch, state, step, training=True)
         scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
-      grads = tape.gradient(scaled, model.trainable_variables)
+      grads = optimization.dense_gradients(tape.gradient(scaled, model.trainable_variables))
       metrics = dict(metrics, grad_norm=tf.linalg.global_norm(grads))
       return loss, metrics, new_state, grads
 
