@@ -5,6 +5,9 @@ dev runs of reproduction/pipeline.py).
 
 from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES, TASKS, chosen_lr
 
+# Dev scores as stored: classification and RACE accuracy as fractions, SQuAD F1 in percent
+# (the official script's unit).
+SCORE_SCALE = {"classify": 100, "squad": 1, "race": 100}
 TASK_TITLES = {"classify": "module classification (accuracy)", "squad": "SQuAD 2.0 format (F1)",
                "race": "RACE format (accuracy)"}
 
@@ -90,13 +93,14 @@ def section(agg, data):
       grid = sorted({lr for a in arms.values() for lr in a["scores"]}, key=float)
       if not grid:
         continue
-      rows = [(arm, *[f"{100 * a['scores'][lr]:.1f}" if lr in a["scores"] else "n/a"
+      scale = SCORE_SCALE[task]
+      rows = [(arm, *[f"{scale * a['scores'][lr]:.1f}" if lr in a["scores"] else "n/a"
                       for lr in grid], a["chosen"]) for arm, a in arms.items()]
       lines += [f"{TASK_TITLES[task]}, dev split, seed 0:", ""]
       lines += _table(["arm", *[f"lr {lr}" for lr in grid], "chosen"], rows) + [""]
       chosen = {a["chosen"] for a in arms.values()}
       edge = [arm for arm, a in arms.items() if a["chosen"] in (grid[0], grid[-1])
-              and len(grid) > 1]
+              and len(grid) > 2]
       if len(chosen) > 1:
         text = (f"The arms chose {len(chosen)} different learning rates "
                 f"({', '.join(sorted(chosen, key=float))}): one fixed rate for every arm would "
@@ -119,7 +123,7 @@ def section(agg, data):
               "as pretraining left it (no fine-tuning), L2 strength chosen on dev; dev / test "
               "accuracy (%) at each pretraining checkpoint (the pretraining-length curve).", ""]
     lines += _table(["arm", *[f"step {s}" for s in steps]], rows) + [""]
-    lines += probe_text(diag, steps) + [""]
+    lines += probe_text(diag, steps, _split_sizes(data)) + [""]
   if diag.get("heldout"):
     steps = diag.get("checkpoints", [])
     lines += ["### Held-out pretraining loss", "",
@@ -151,7 +155,20 @@ def _by_step(values, steps):
   return [values.get(str(s), values.get(s)) for s in steps]
 
 
-def probe_text(diag, steps):
+def _split_sizes(data):
+  """{split: number of classification examples} (empty when the data stage did not run)."""
+  counts = ((data or {}).get("classify") or {}).get("counts") or {}
+  return {k: sum(v.values()) for k, v in counts.items()}
+
+
+def noise(acc, n):
+  """Two binomial standard errors of an accuracy `acc` measured on `n` examples (fraction):
+  differences smaller than this are not told apart from the luck of the draw."""
+  return 2 * (acc * (1 - acc) / n) ** 0.5 if n else 0.0
+
+
+def probe_text(diag, steps, sizes=None):
+  sizes = sizes or {}
   out = []
   finals = {arm: _final_probe(diag, arm) for arm in ARMS if _final_probe(diag, arm)}
   if finals:
@@ -161,20 +178,39 @@ def probe_text(diag, steps):
   for arm in OBJECTIVES:
     base = BASELINE[arm]
     if arm in finals and base in finals:
-      diff = 100 * (finals[arm]["test"] - finals[base]["test"])
-      out.append(f"{arm}'s representation is {abs(diff):.1f} points "
-                 f"{'above' if diff > 0 else 'below'} the same model's random weights ({base}) "
-                 "under the probe.")
+      a, b = finals[arm]["test"], finals[base]["test"]
+      band = noise((a + b) / 2, sizes.get("test"))
+      verdict = ("" if not band else " (beyond" if abs(a - b) > band else " (within")
+      if verdict:
+        verdict += f" the test set's noise of ±{100 * band:.1f} points)"
+      out.append(f"{arm}'s representation is {100 * abs(a - b):.1f} points "
+                 f"{'above' if a > b else 'below'} the same model's random weights ({base}) "
+                 f"under the probe{verdict}.")
     probe = diag["probe"].get(arm)
     if probe and len(steps) > 1:
       vals = [(_by_step(probe, steps)[k] or {}).get("dev") for k in range(len(steps))]
       if None not in vals:
-        trend = ("rises" if vals[-1] > vals[0] else "falls" if vals[-1] < vals[0] else
-                 "stays level")
         out.append(f"{arm}: probe dev accuracy " + ", ".join(
             f"{100 * v:.1f} (step {s})" for v, s in zip(vals, steps))
-            + f": {trend} with pretraining length.")
+            + ": " + trend(vals, steps, sizes.get("dev")) + ".")
   return [f"- {l}" for l in out]
+
+
+def trend(vals, steps, n):
+  """Words for a curve of accuracies: rises / falls / level, against the dev set's noise."""
+  band = noise(sum(vals) / len(vals), n)
+  d = vals[-1] - vals[0]
+  spread = max(vals) - min(vals)
+  where = f" (±{100 * band:.1f} points is the dev set's noise)" if band else ""
+  if band and spread <= band:
+    return f"level within noise from step {steps[0]} to step {steps[-1]}{where}"
+  peak = max(range(len(vals)), key=lambda k: vals[k])
+  if d > band and peak == len(vals) - 1:
+    return f"rises with pretraining length{where}"
+  if d < -band:
+    return f"falls with pretraining length{where}"
+  return (f"peaks at step {steps[peak]}, {100 * (vals[peak] - vals[-1]):.1f} points above the "
+          f"end{where}")
 
 
 def mode_text(modes, diag):
@@ -193,10 +229,21 @@ def mode_text(modes, diag):
   steps = diag.get("checkpoints", [])
   if steps and "plm" in heldout and "mpnet" in heldout:
     plm, mp = _by_step(heldout["plm"], steps)[-1], _by_step(heldout["mpnet"], steps)[-1]
-    out.append(f"Held-out at the end: MPNet {mp:.3f} against XLNet PLM {plm:.3f} "
-               f"({mp - plm:+.3f}); the two differ in architecture (absolute positions + one "
-               "shared relative bias and no memory, against relative attention with memory), "
-               "so this gap mixes objective and model.")
+    text = (f"Held-out at the end: MPNet {mp:.3f} against XLNet PLM {plm:.3f} "
+            f"({mp - plm:+.3f}); the two differ in architecture (absolute positions + one "
+            "shared relative bias and no memory, against relative attention with memory)")
+    mlm = _by_step(heldout.get("mlm", {}), steps)[-1] if "mlm" in heldout else None
+    arch = diag.get("mpnet_mlm")
+    if arch is not None and mlm is not None:
+      gap = arch - mlm
+      text += (f". Same objective (mlm), same records, the two architectures: MPNet's "
+               f"{arch:.3f}, XLNet's {mlm:.3f} ({gap:+.3f}), so "
+               + (f"{min(1.0, max(0.0, gap / (mp - plm))):.0%} of the MPNet-PLM gap is "
+                  "the architecture's, not the objective's." if mp > plm and gap > 0 else
+                  "the architecture does not explain the MPNet-PLM gap."))
+    else:
+      text += ", so this gap mixes objective and model."
+    out.append(text)
   return [f"- {l}" for l in out]
 
 

@@ -94,8 +94,9 @@ class Diagnostics:
                             mpnet_mode=mode, mpnet_permute=permute, seed=self.pipe.seed)
     return PretrainTask(config, model_config, run_config)
 
-  def model(self, task, step):
-    """The pretraining model at checkpoint `step` (0 = fresh weights, seeded)."""
+  def model(self, task, step, run=None):
+    """The pretraining model at checkpoint `step` (0 = fresh weights, seeded) of the run
+    `run` (default: the task's objective)."""
     import keras
     from modeling import checkpoint
     keras.utils.set_random_seed(self.pipe.seed)
@@ -103,7 +104,7 @@ class Diagnostics:
     model.ensure_built()
     if step:
       objective = task.config.objective
-      prefix = os.path.join(self.pipe.pretrain_dir(objective), "ckpt", f"ckpt-{step}")
+      prefix = os.path.join(self.pipe.pretrain_dir(run or objective), "ckpt", f"ckpt-{step}")
       self.tf.train.Checkpoint(**checkpoint.native_objects(model)).restore(
           prefix).expect_partial()
     return model
@@ -194,6 +195,11 @@ class Diagnostics:
         task = self.task("mpnet", mode, permute)
         out["mpnet_modes"][name] = self.heldout_loss(task, self.model(task, p.pretrain_steps))
         log(f"MPNet weights, {name} mode: held-out loss {out['mpnet_modes'][name]:.3f}")
+    if os.path.isdir(os.path.join(self.pipe.pretrain_dir("mpnet-mlm"), "ckpt")):
+      task = self.task("mpnet", "mlm")
+      loss = self.heldout_loss(task, self.model(task, p.pretrain_steps, run="mpnet-mlm"))
+      out["mpnet_mlm"] = loss
+      log(f"MPNet's architecture pretrained on mlm: held-out loss {loss:.3f}")
     return out
 
 

@@ -10,6 +10,8 @@ Stages, in order (Pipeline.stages):
   then for each arm (none = XLNet without pretraining, none-mpnet = MPNet without pretraining,
   plm, mlm, mpnet):
   pretrain-ARM            run_pretrain.py --objective=ARM (not for the none arms)
+  pretrain-mpnet-mlm      MPNet's architecture on the mlm objective (with mpnet and mlm arms;
+                          diagnostics only: separates architecture from objective)
   TASK-ARM-lrLR           fine-tuning at each learning rate of the preset's grid, seed 0,
                           evaluated on the DEV split (only when the grid has several values)
   TASK-ARM-sSEED          fine-tuning at the learning rate that scored best on dev, evaluated
@@ -214,6 +216,8 @@ class Pipeline:
     for arm in p.arms:
       if arm in OBJECTIVES:
         out.append(self._pretrain_stage(arm))
+      if arm == "mpnet" and "mlm" in p.arms:   # same objective as mlm, MPNet's architecture
+        out.append(self._pretrain_stage("mpnet", mode="mlm"))
       for task, grid, seeds, arms in (("classify", p.cls_lrs, p.seeds, p.arms),
                                       ("squad", p.qa_lrs, p.qa_seeds, p.squad_arms),
                                       ("race", p.qa_lrs, p.qa_seeds, p.race_arms)):
@@ -228,20 +232,24 @@ class Pipeline:
                                              f"--seed={self.seed}"], parse=parse_diagnostics))
     return out
 
-  def _pretrain_stage(self, objective):
+  def _pretrain_stage(self, objective, mode=None):
+    """run_pretrain.py for one objective; mode: MPNet's --mpnet_mode when not "mpnet" (the
+    run is then named objective-mode and trains no fine-tuning arm)."""
     p = self.p
+    name = f"{objective}-{mode}" if mode else objective
     config = os.path.join(self.models, "mpnet_config.json" if objective == "mpnet"
                           else "xlnet_config.json")
     argv = ["run_pretrain.py", f"--objective={objective}", f"--record_dir={self.records}",
-            f"--model_config_path={config}", f"--model_dir={self.pretrain_dir(objective)}",
+            f"--model_config_path={config}", f"--model_dir={self.pretrain_dir(name)}",
             f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}", f"--bsz_per_host={p.batch}",
             f"--num_predict={p.num_predict}", "--nobi_data",
             f"--mem_len={0 if objective == 'mpnet' else p.mem_len}",
             f"--train_steps={p.pretrain_steps}", f"--learning_rate={p.pretrain_lr}",
             f"--warmup_steps={p.warmup}", f"--save_every={p.pretrain_save_every}",
             f"--steps_per_loop={p.steps_per_loop}", f"--dropout={p.dropout}",
-            f"--dropatt={p.dropout}", f"--seed={self.seed}"]
-    return Stage(f"pretrain-{objective}", f"{p.pretrain_steps} steps of {objective}",
+            f"--dropatt={p.dropout}", f"--seed={self.seed}"] + (
+                [f"--mpnet_mode={mode}"] if mode else [])
+    return Stage(f"pretrain-{name}", f"{p.pretrain_steps} steps of {name}",
                  p.overhead_s + p.pretrain_steps * p.pretrain_step_s, argv=argv,
                  parse=parse_pretrain)
 

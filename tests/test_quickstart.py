@@ -231,3 +231,40 @@ def test_linear_probe_reads_information_the_features_carry():
   bad = diagnostics.linear_probe(noise, labels, 4)
   assert good["test"] > 0.85 and bad["test"] < 0.4
   assert good["l2"] in diagnostics.L2_GRID
+
+
+def test_diagnosis_words_follow_the_noise_of_the_evaluation_set():
+  from reproduction import diagnosis_report as d
+  steps = [500, 1000, 1500, 2000]
+  # 385 dev examples at ~45%: two standard errors are about 5 points.
+  assert abs(d.noise(0.45, 385) - 2 * (0.45 * 0.55 / 385) ** 0.5) < 1e-12
+  assert d.trend([0.447, 0.460, 0.455, 0.455], steps, 385).startswith("level within noise")
+  assert d.trend([0.30, 0.38, 0.44, 0.50], steps, 385).startswith("rises")
+  assert d.trend([0.50, 0.44, 0.38, 0.30], steps, 385).startswith("falls")
+  assert d.trend([0.30, 0.55, 0.45, 0.40], steps, 385).startswith("peaks at step 1000")
+  # Without a known set size every difference counts.
+  assert d.trend([0.447, 0.460, 0.455, 0.455], steps, None).startswith("peaks at step 1000")
+
+
+def test_diagnosis_sweep_table_shows_squad_f1_in_its_own_unit():
+  from reproduction import diagnosis_report as d
+  agg = {"sweep": {"squad": {"none": {"scores": {"0.0003": 6.09, "0.001": 5.08},
+                                      "chosen": "0.0003"}},
+                   "classify": {"none": {"scores": {"0.0003": 0.571, "0.001": 0.122},
+                                         "chosen": "0.0003"}}}}
+  text = "\n".join(d.section(agg, {}))
+  assert "| none | 6.1 | 5.1 | 0.0003 |" in text        # F1 is already in percent
+  assert "| none | 57.1 | 12.2 | 0.0003 |" in text      # accuracy is a fraction
+  assert "edge of the grid" not in text                  # two rates: every choice is an edge
+
+
+def test_small_preset_trains_mpnet_architecture_on_mlm_for_the_diagnosis(tmp_path):
+  stages = {s.name: s for s in pipeline_lib.Pipeline(PRESETS["small"], str(tmp_path)).stages()}
+  argv = stages["pretrain-mpnet-mlm"].argv
+  assert "--objective=mpnet" in argv and "--mpnet_mode=mlm" in argv
+  assert f"--model_dir={tmp_path / 'pretrain' / 'mpnet-mlm'}" in argv
+  same = lambda a: sorted(x for x in a if not x.startswith(("--model_dir", "--mpnet_mode")))
+  assert same(argv) == same(stages["pretrain-mpnet"].argv)   # nothing else differs
+  assert not any(n.startswith(("classify-mpnet-mlm", "squad-mpnet-mlm")) for n in stages)
+  tiny = [s.name for s in pipeline_lib.Pipeline(PRESETS["tiny"], str(tmp_path)).stages()]
+  assert "pretrain-mpnet-mlm" not in tiny                       # tiny has no mlm arm
