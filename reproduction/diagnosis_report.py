@@ -39,9 +39,29 @@ def trivial_baselines(data):
   return out
 
 
-def usable_tasks(agg, data):
-  """{task: True if some arm's test score is above the trivial baseline}."""
-  base = trivial_baselines(data)
+def test_sizes(data):
+  """{task: number of test examples / questions} (what the noise of a test score rests on)."""
+  out = {}
+  counts = ((data.get("classify") or {}).get("counts") or {}).get("test")
+  if counts:
+    out["classify"] = sum(counts.values())
+  squad = (data.get("squad") or {}).get("test-v2.0.json")
+  if squad:
+    out["squad"] = squad["questions"]
+  race = (data.get("race") or {}).get("test")
+  if race:
+    out["race"] = sum(race.values())
+  return out
+
+
+def exclusions(agg, data):
+  """{task: why it is left out of the orderings, or None when it enters them}.
+
+  A task enters only when (1) each arm's learning rate was chosen on dev (a one-value grid
+  makes no dev runs: the arms then share a rate nobody chose for them) and (2) some arm's test
+  score is above the trivial answer by more than two binomial standard errors of the test set
+  (a smaller margin is the luck of the draw)."""
+  base, sizes = trivial_baselines(data), test_sizes(data)
   metric = {"classify": None, "squad": "f1", "race": "accuracy"}
   out = {}
   for task in TASKS:
@@ -50,9 +70,26 @@ def usable_tasks(agg, data):
       s = r if metric[task] is None else (r or {}).get(metric[task])
       if s:
         scores.append(s["mean"])
-    if scores and task in base:
-      out[task] = max(scores) > base[task]
+    if not scores or task not in base:
+      continue
+    swept = (agg.get("sweep") or {}).get(task) or {}
+    margin = noise(base[task], sizes.get(task))
+    if swept and not any(a["scores"] for a in swept.values()):
+      out[task] = (f"every arm ran at one learning rate ({next(iter(swept.values()))['chosen']}"
+                   ", no dev choice), so the runs show that the scripts train, predict and "
+                   "score, not how the objectives compare")
+    elif max(scores) <= base[task] + margin:
+      out[task] = (f"no arm beats the trivial answer ({100 * base[task]:.1f}) by more than the "
+                   f"test set's noise (±{100 * margin:.1f} points), so differences between "
+                   "arms there measure nothing about the objectives")
+    else:
+      out[task] = None
   return out
+
+
+def usable_tasks(agg, data):
+  """{task: True if it enters the orderings} (see exclusions)."""
+  return {task: why is None for task, why in exclusions(agg, data).items()}
 
 
 def _probe_rows(diag):
@@ -261,13 +298,70 @@ def summary_lines(agg, data):
                + "; fine-tuning orders the same arms "
                + ("the same way." if ft == [a for a in probe_order if a in ft] else
                   " > ".join(ft) + "."))
-  usable = usable_tasks(agg, data)
-  left = [t for t, ok in usable.items() if not ok]
-  if left:
-    out.append("Left out of the orderings: " + ", ".join(TASK_TITLES[t] for t in left)
-               + ": no arm beats the trivial answer on its test set, so differences between "
-               "arms there measure nothing about the objectives.")
+    out += _probe_verdict(finals, _split_sizes(data).get("test"))
+  out += _sweep_verdict(agg.get("sweep") or {})
+  out += _architecture_verdict(diag, cls)
+  for task, why in exclusions(agg, data).items():
+    if why:
+      out.append(f"Left out of the orderings: {TASK_TITLES[task]}: {why}.")
   return out
+
+
+def _probe_verdict(finals, n):
+  """Does pretraining put more into the representation than random weights hold?"""
+  pairs = [(a, BASELINE[a]) for a in OBJECTIVES if a in finals and BASELINE[a] in finals]
+  if not pairs or not n:
+    return []
+  diffs = {a: finals[a]["test"] - finals[b]["test"] for a, b in pairs}
+  bands = {a: noise((finals[a]["test"] + finals[b]["test"]) / 2, n) for a, b in pairs}
+  beyond = [a for a in diffs if abs(diffs[a]) > bands[a]]
+  listed = ", ".join(f"{a} {100 * diffs[a]:+.1f}" for a in diffs)
+  if not beyond:
+    return [f"Why the fine-tuned arms differ: under the probe no pretrained encoder is told "
+            f"apart from its own random weights ({listed} points, each within the test set's "
+            f"noise of about ±{100 * max(bands.values()):.1f}): on this task pretraining put no "
+            "label information into the representation that a linear probe can read, so gaps "
+            "between fine-tuned arms reflect how well each starting point fine-tunes in a "
+            "few steps, not features the objectives taught."]
+  return [f"Under the probe, pretrained against random weights: {listed} points; beyond the "
+          f"test set's noise: {', '.join(beyond)}."]
+
+
+def _sweep_verdict(sweep):
+  cls = {arm: a for arm, a in (sweep.get("classify") or {}).items() if a["scores"]}
+  if not cls:
+    return []
+  chosen = {a["chosen"] for a in cls.values()}
+  if len(chosen) == 1:
+    return [f"Learning rate: on dev every arm chose the same rate ({next(iter(chosen))}) for "
+            "classification, so a shared rate is not what separates the arms there."]
+  return ["Learning rate: the arms chose different rates on dev for classification ("
+          + ", ".join(f"{arm} {a['chosen']}" for arm, a in cls.items())
+          + "); each test run uses its arm's choice."]
+
+
+def _architecture_verdict(diag, cls):
+  """MPNet's architecture against XLNet's on the same objective, and without pretraining."""
+  heldout, steps = diag.get("heldout", {}), diag.get("checkpoints", [])
+  arch = diag.get("mpnet_mlm")
+  if arch is None or not steps or not {"plm", "mlm", "mpnet"} <= set(heldout):
+    return []
+  last = lambda obj: _by_step(heldout[obj], steps)[-1]
+  plm, mlm, mp = last("plm"), last("mlm"), last("mpnet")
+  text = (f"Why MPNet learns slower here: trained on the mlm objective, MPNet's architecture "
+          f"ends at {arch:.3f} held-out against XLNet's {mlm:.3f} ({arch - mlm:+.3f} nats), "
+          f"about as far as MPNet ({mp:.3f}) is from XLNet PLM ({plm:.3f}, {mp - plm:+.3f})"
+          if mp > plm and arch > mlm else
+          f"MPNet's architecture on the mlm objective: {arch:.3f} held-out against XLNet's "
+          f"{mlm:.3f}; MPNet {mp:.3f} against XLNet PLM {plm:.3f}")
+  if mp > plm and arch > mlm:
+    text += (": the gap belongs to the architecture (no memory, learned absolute positions, "
+             "one shared relative bias), not to the masked-and-permuted objective")
+  if "none" in cls and "none-mpnet" in cls:
+    text += (f"; without any pretraining the same architectures fine-tune to "
+             f"{100 * cls['none-mpnet']['mean']:.1f}% (MPNet) and "
+             f"{100 * cls['none']['mean']:.1f}% (XLNet) on classification")
+  return [text + "."]
 
 
 def _table(header, rows):

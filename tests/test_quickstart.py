@@ -268,3 +268,56 @@ def test_small_preset_trains_mpnet_architecture_on_mlm_for_the_diagnosis(tmp_pat
   assert not any(n.startswith(("classify-mpnet-mlm", "squad-mpnet-mlm")) for n in stages)
   tiny = [s.name for s in pipeline_lib.Pipeline(PRESETS["tiny"], str(tmp_path)).stages()]
   assert "pretrain-mpnet-mlm" not in tiny                       # tiny has no mlm arm
+
+
+def _data(test_counts, squad_questions=300, squad_impossible=90, race=(150, 150)):
+  return {"classify": {"counts": {"test": test_counts, "dev": test_counts}},
+          "squad": {"test-v2.0.json": {"questions": squad_questions,
+                                       "impossible": squad_impossible}},
+          "race": {"test": {"high": race[0], "middle": race[1]}}}
+
+
+def test_a_task_enters_the_orderings_only_with_a_dev_choice_and_a_score_beyond_noise():
+  from reproduction import diagnosis_report as d
+  s = lambda m: {"mean": m}
+  data = _data({"a": 250, "b": 250})                      # majority class 50% of 500
+  swept = {"scores": {"0.0003": 0.5, "0.001": 0.4}, "chosen": "0.0003"}
+  agg = {"classify": {"none": s(0.56), "plm": s(0.50)},   # 2 SE at 50% of 500: 4.47 points
+         "squad": {"none": {"f1": s(0.40)}},              # all-no-answer 30%; 2 SE 5.3 points
+         "race": {"none": {"accuracy": s(0.29)}},         # chance 25%; 2 SE 5.0 points
+         "sweep": {"classify": {"none": swept}, "squad": {"none": swept},
+                   "race": {"none": {"scores": {}, "chosen": "0.0003"}}}}
+  why = d.exclusions(agg, data)
+  assert why["classify"] is None and why["squad"] is None
+  assert "one learning rate (0.0003" in why["race"]
+  agg["classify"]["none"] = s(0.54)                        # +4 points: within the noise
+  agg["race"]["none"] = {"accuracy": s(0.45)}              # far above chance, still no dev
+  why = d.exclusions(agg, data)
+  assert "noise (±4.5 points)" in why["classify"] and "one learning rate" in why["race"]
+  assert d.usable_tasks(agg, data) == {"classify": False, "squad": True, "race": False}
+  lines = "\n".join(d.summary_lines(agg, data))
+  assert "Left out of the orderings: RACE format (accuracy): every arm ran at one" in lines
+
+
+def test_summary_says_whether_pretraining_beats_random_weights_and_what_the_architecture_costs():
+  from reproduction import diagnosis_report as d
+  probe = lambda t: {"2000": {"dev": t, "test": t}}
+  diag = {"checkpoints": [1000, 2000],
+          "probe": {"none": {"0": {"dev": .41, "test": .41}}, "plm": probe(.43),
+                    "mlm": probe(.44), "none-mpnet": {"0": {"dev": .37, "test": .37}},
+                    "mpnet": probe(.34)},
+          "heldout": {"plm": {"1000": 5.4, "2000": 5.0}, "mlm": {"1000": 5.3, "2000": 5.1},
+                      "mpnet": {"1000": 6.1, "2000": 5.9}},
+          "mpnet_mlm": 5.95}
+  cls = {"none": {"mean": .58}, "none-mpnet": {"mean": .21}}
+  agg = {"diagnostics": diag, "classify": cls, "squad": {}, "race": {}}
+  text = "\n".join(d.summary_lines(agg, _data({"a": 250, "b": 250})))
+  assert "no pretrained encoder is told apart from its own random weights" in text
+  assert "plm +2.0, mlm +3.0, mpnet -3.0 points" in text
+  assert "ends at 5.950 held-out against XLNet's 5.100 (+0.850 nats)" in text
+  assert "the gap belongs to the architecture" in text and "21.0% (MPNet) and 58.0%" in text
+  diag["probe"]["mlm"] = probe(.60)                        # +19 points: beyond the noise
+  diag["mpnet_mlm"] = 5.05                                 # MPNet's architecture is fine on mlm
+  text = "\n".join(d.summary_lines(agg, _data({"a": 250, "b": 250})))
+  assert "beyond the test set's noise: mlm." in text
+  assert "the gap belongs to the architecture" not in text
