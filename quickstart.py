@@ -10,7 +10,7 @@ stage list and reproduction/presets.py for the sizes.
 
     python quickstart.py [--preset small|tiny|base] [--output_dir output/quickstart]
 
-small (default): about 15 minutes on 2 idle CPU cores (14m25s measured); tiny: the end-to-end
+small (default): about 30 minutes on 2 CPU cores (32m15s measured); tiny: the end-to-end
 test's toy size (about 1.5 minutes; output/quickstart-tiny); base: a longer run (about 3.5
 hours on 2 CPU cores, estimated; output/quickstart-base).
 """
@@ -28,7 +28,7 @@ from reproduction import report
 from reproduction.presets import PRESETS
 
 flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy, the test), "
-                  "small (default, ~15 min on 2 CPU cores), base (~3.5 h).")
+                  "small (default, ~30 min on 2 CPU cores), base (~3.5 h).")
 flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is written (a rerun "
                     "with the same flags resumes; another preset needs another directory).")
 flags.DEFINE_integer("seed", 0, "Seed of the data split, the derived sets, the tokenizer, the "
