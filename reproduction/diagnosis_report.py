@@ -42,9 +42,8 @@ def trivial_baselines(data):
 def test_sizes(data):
   """{task: number of test examples / questions} (what the noise of a test score rests on)."""
   out = {}
-  counts = ((data.get("classify") or {}).get("counts") or {}).get("test")
-  if counts:
-    out["classify"] = sum(counts.values())
+  if "test" in _split_sizes(data):
+    out["classify"] = _split_sizes(data)["test"]
   squad = (data.get("squad") or {}).get("test-v2.0.json")
   if squad:
     out["squad"] = squad["questions"]
@@ -204,6 +203,17 @@ def noise(acc, n):
   return 2 * (acc * (1 - acc) / n) ** 0.5 if n else 0.0
 
 
+def _probe_gaps(finals, n):
+  """{objective: (final probe test accuracy - its random weights', two standard errors of the
+  test set at their mean)} for the objectives whose random-weight arm was probed too."""
+  out = {}
+  for arm in OBJECTIVES:
+    if arm in finals and BASELINE[arm] in finals:
+      a, b = finals[arm]["test"], finals[BASELINE[arm]]["test"]
+      out[arm] = (a - b, noise((a + b) / 2, n))
+  return out
+
+
 def probe_text(diag, steps, sizes=None):
   sizes = sizes or {}
   out = []
@@ -212,17 +222,16 @@ def probe_text(diag, steps, sizes=None):
     ranking = sorted(finals, key=lambda a: -finals[a]["test"])
     out.append("Final-checkpoint probe test accuracy: " + " > ".join(
         f"{a} ({100 * finals[a]['test']:.1f})" for a in ranking) + ".")
+  gaps = _probe_gaps(finals, sizes.get("test"))
   for arm in OBJECTIVES:
-    base = BASELINE[arm]
-    if arm in finals and base in finals:
-      a, b = finals[arm]["test"], finals[base]["test"]
-      band = noise((a + b) / 2, sizes.get("test"))
-      verdict = ("" if not band else " (beyond" if abs(a - b) > band else " (within")
+    if arm in gaps:
+      diff, band = gaps[arm]
+      verdict = ("" if not band else " (beyond" if abs(diff) > band else " (within")
       if verdict:
         verdict += f" the test set's noise of ±{100 * band:.1f} points)"
-      out.append(f"{arm}'s representation is {100 * abs(a - b):.1f} points "
-                 f"{'above' if a > b else 'below'} the same model's random weights ({base}) "
-                 f"under the probe{verdict}.")
+      out.append(f"{arm}'s representation is {100 * abs(diff):.1f} points "
+                 f"{'above' if diff > 0 else 'below'} the same model's random weights "
+                 f"({BASELINE[arm]}) under the probe{verdict}.")
     probe = diag["probe"].get(arm)
     if probe and len(steps) > 1:
       vals = [(_by_step(probe, steps)[k] or {}).get("dev") for k in range(len(steps))]
@@ -250,6 +259,20 @@ def trend(vals, steps, n):
           f"end{where}")
 
 
+def _architecture_split(diag):
+  """Final held-out losses {plm, mlm, mpnet, arch = MPNet's architecture on mlm} and `share`,
+  the part of MPNet's gap to PLM that the same objective (mlm) shows between the two
+  architectures (None when it cannot be computed); None without the runs."""
+  heldout, steps = diag.get("heldout", {}), diag.get("checkpoints", [])
+  if not steps or not {"plm", "mpnet"} <= set(heldout):
+    return None
+  out = {o: _by_step(heldout[o], steps)[-1] for o in ("plm", "mlm", "mpnet") if o in heldout}
+  out["arch"], out["share"] = diag.get("mpnet_mlm"), None
+  if out["arch"] is not None and "mlm" in out and out["mpnet"] > out["plm"]:
+    out["share"] = min(1.0, max(0.0, (out["arch"] - out["mlm"]) / (out["mpnet"] - out["plm"])))
+  return out
+
+
 def mode_text(modes, diag):
   out = []
   if "mpnet" in modes and "plm" in modes:
@@ -262,21 +285,18 @@ def mode_text(modes, diag):
     d = modes["mlm"] - modes["mpnet"]
     out.append(f"In mlm mode (no dependency among predictions) it scores {abs(d):.3f} nats "
                f"{'worse' if d > 0 else 'better'}.")
-  heldout = diag.get("heldout", {})
-  steps = diag.get("checkpoints", [])
-  if steps and "plm" in heldout and "mpnet" in heldout:
-    plm, mp = _by_step(heldout["plm"], steps)[-1], _by_step(heldout["mpnet"], steps)[-1]
+  split = _architecture_split(diag)
+  if split:
+    plm, mp, arch = split["plm"], split["mpnet"], split["arch"]
     text = (f"Held-out at the end: MPNet {mp:.3f} against XLNet PLM {plm:.3f} "
             f"({mp - plm:+.3f}); the two differ in architecture (absolute positions + one "
             "shared relative bias and no memory, against relative attention with memory)")
-    mlm = _by_step(heldout.get("mlm", {}), steps)[-1] if "mlm" in heldout else None
-    arch = diag.get("mpnet_mlm")
-    if arch is not None and mlm is not None:
-      gap = arch - mlm
+    if arch is not None and "mlm" in split:
+      mlm = split["mlm"]
       text += (f". Same objective (mlm), same records, the two architectures: MPNet's "
-               f"{arch:.3f}, XLNet's {mlm:.3f} ({gap:+.3f}), so "
-               + (f"{min(1.0, max(0.0, gap / (mp - plm))):.0%} of the MPNet-PLM gap is "
-                  "the architecture's, not the objective's." if mp > plm and gap > 0 else
+               f"{arch:.3f}, XLNet's {mlm:.3f} ({arch - mlm:+.3f}), so "
+               + (f"{split['share']:.0%} of the MPNet-PLM gap is the architecture's, not the "
+                  "objective's." if split["share"] else
                   "the architecture does not explain the MPNet-PLM gap."))
     else:
       text += ", so this gap mixes objective and model."
@@ -309,17 +329,15 @@ def summary_lines(agg, data):
 
 def _probe_verdict(finals, n):
   """Does pretraining put more into the representation than random weights hold?"""
-  pairs = [(a, BASELINE[a]) for a in OBJECTIVES if a in finals and BASELINE[a] in finals]
-  if not pairs or not n:
+  gaps = _probe_gaps(finals, n)
+  if not gaps or not n:
     return []
-  diffs = {a: finals[a]["test"] - finals[b]["test"] for a, b in pairs}
-  bands = {a: noise((finals[a]["test"] + finals[b]["test"]) / 2, n) for a, b in pairs}
-  beyond = [a for a in diffs if abs(diffs[a]) > bands[a]]
-  listed = ", ".join(f"{a} {100 * diffs[a]:+.1f}" for a in diffs)
+  beyond = [a for a, (diff, band) in gaps.items() if abs(diff) > band]
+  listed = ", ".join(f"{a} {100 * diff:+.1f}" for a, (diff, _) in gaps.items())
   if not beyond:
     return [f"Why the fine-tuned arms differ: under the probe no pretrained encoder is told "
             f"apart from its own random weights ({listed} points, each within the test set's "
-            f"noise of about ±{100 * max(bands.values()):.1f}): on this task pretraining put no "
+            f"noise of about ±{100 * max(b for _, b in gaps.values()):.1f}): on this task pretraining put no "
             "label information into the representation that a linear probe can read, so gaps "
             "between fine-tuned arms reflect how well each starting point fine-tunes in a "
             "few steps, not features the objectives taught."]
@@ -342,19 +360,18 @@ def _sweep_verdict(sweep):
 
 def _architecture_verdict(diag, cls):
   """MPNet's architecture against XLNet's on the same objective, and without pretraining."""
-  heldout, steps = diag.get("heldout", {}), diag.get("checkpoints", [])
-  arch = diag.get("mpnet_mlm")
-  if arch is None or not steps or not {"plm", "mlm", "mpnet"} <= set(heldout):
+  split = _architecture_split(diag)
+  if not split or split["arch"] is None or "mlm" not in split:
     return []
-  last = lambda obj: _by_step(heldout[obj], steps)[-1]
-  plm, mlm, mp = last("plm"), last("mlm"), last("mpnet")
+  plm, mlm, mp, arch, share = (split[k] for k in ("plm", "mlm", "mpnet", "arch", "share"))
+  mostly = share is not None and share >= 0.5
   text = (f"Why MPNet learns slower here: trained on the mlm objective, MPNet's architecture "
           f"ends at {arch:.3f} held-out against XLNet's {mlm:.3f} ({arch - mlm:+.3f} nats), "
-          f"about as far as MPNet ({mp:.3f}) is from XLNet PLM ({plm:.3f}, {mp - plm:+.3f})"
-          if mp > plm and arch > mlm else
+          f"{share:.0%} of MPNet's gap to XLNet PLM ({mp:.3f} against {plm:.3f}, "
+          f"{mp - plm:+.3f})" if mostly else
           f"MPNet's architecture on the mlm objective: {arch:.3f} held-out against XLNet's "
           f"{mlm:.3f}; MPNet {mp:.3f} against XLNet PLM {plm:.3f}")
-  if mp > plm and arch > mlm:
+  if mostly:
     text += (": the gap belongs to the architecture (no memory, learned absolute positions, "
              "one shared relative bias), not to the masked-and-permuted objective")
   if "none" in cls and "none-mpnet" in cls:

@@ -240,8 +240,10 @@ def _qa_text(agg, data, p):
   acc = {a: r["accuracy"]["mean"] * 100 for a, r in agg["race"].items() if r.get("accuracy")}
   if acc:
     above = [a for a in acc if acc[a] > 25.0]
+    band = 100 * diagnosis_report.noise(0.25, sum(data["race"]["test"].values()))
     lines.append(f"RACE-format accuracy: {_ranking(acc)}; chance is 25%, which {len(above)} of "
-                 f"{len(acc)} arms exceed{' (' + ', '.join(above) + ')' if above else ''}.")
+                 f"{len(acc)} arms exceed{' (' + ', '.join(above) + ')' if above else ''}; "
+                 f"two standard errors of this test set are ±{band:.1f} points.")
   n = len(p.qa_seeds)
   if lines:
     sizes = (data["squad"]["test-v2.0.json"]["questions"], sum(data["race"]["test"].values()))
