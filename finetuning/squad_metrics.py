@@ -10,8 +10,11 @@ reported, and the best thresholds for exact match and F1 are searched.
 
 import collections
 import json
+import os
 import re
 import string
+
+import tensorflow as tf
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = set(string.punctuation)
@@ -58,14 +61,61 @@ def _questions(dataset):
         yield qa
 
 
+class InputError(ValueError):
+  """A one-line complaint about one input: `which` is "data", "predictions" or "null_odds"."""
+
+  def __init__(self, which, message):
+    super().__init__(message)
+    self.which = which
+
+
+def _check_inputs(dataset, predictions, na_probs=None):
+  """The questions; InputError where the official scripts would raise a traceback."""
+  try:
+    if not isinstance(dataset, list):
+      raise TypeError
+    qas = list(_questions(dataset))
+    for qa in qas:
+      if not isinstance(qa["id"], str) or not isinstance(qa["answers"], list):
+        raise TypeError
+      for a in qa["answers"]:
+        if not isinstance(a["text"], str):
+          raise TypeError
+  except (KeyError, TypeError):
+    raise InputError("data", "not the SQuAD layout (data[].paragraphs[].qas[] with a string "
+                     "'id' and an 'answers' list of {'text': string})") from None
+  if not qas:
+    raise InputError("data", "the data file holds no questions")
+  if not isinstance(predictions, dict):
+    raise InputError("predictions", "predictions must be a JSON object {question id: text}")
+  bad = next((k for k, v in predictions.items() if not isinstance(v, str)), None)
+  if bad is not None:
+    raise InputError("predictions", f"the prediction for {bad!r} is {predictions[bad]!r:.40}, "
+                     "not a string")
+  if na_probs is not None:
+    if not isinstance(na_probs, dict):
+      raise InputError("null_odds", "no-answer probabilities must be a JSON object "
+                       "{question id: number}")
+    bad = next((k for k, v in na_probs.items() if not isinstance(v, (int, float))), None)
+    if bad is not None:
+      raise InputError("null_odds", f"the no-answer probability of {bad!r} is "
+                       f"{na_probs[bad]!r:.40}, not a number")
+  return qas
+
+
 def evaluate_v1(dataset, predictions):
-  """The official v1.1 script: {"exact_match", "f1"} in percent."""
+  """The official v1.1 script: {"exact_match", "f1"} in percent; a question
+  without a prediction scores 0."""
+  qas = _check_inputs(dataset, predictions)
   em = f1 = total = 0
-  for qa in _questions(dataset):
+  for qa in qas:
     total += 1
     if qa["id"] not in predictions:
       continue
     golds = [a["text"] for a in qa["answers"]]
+    if not golds:
+      raise InputError("data", f"question {qa['id']!r} has no gold answer (a v1.1 file needs one; "
+                       "score a v2.0 file with --version=2.0)")
     pred = predictions[qa["id"]]
     em += max(exact(g, pred) for g in golds)
     f1 += max(f1_v1(g, pred) for g in golds)
@@ -73,6 +123,8 @@ def evaluate_v1(dataset, predictions):
 
 
 def _best_threshold(preds, scores, na_probs, has_ans):
+  """The official find_best_thresh: questions in increasing no-answer probability
+  (ties in the probability file's order), the threshold moved one question at a time."""
   best = cur = sum(1 for k in has_ans if not has_ans[k])
   best_thresh = 0.0
   for qid in sorted(na_probs, key=lambda k: na_probs[k]):
@@ -88,39 +140,51 @@ def _best_threshold(preds, scores, na_probs, has_ans):
 
 
 def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
-  """The official v2.0 script's output dict (percentages, HasAns/NoAns, best thresholds)."""
+  """The official v2.0 script's output dict (percentages, HasAns/NoAns, best thresholds).
+
+  As the official script: a question has an answer when its raw `answers` list
+  is non-empty (even if every answer normalises to ""); its gold answers are the
+  ones that normalise to something, else [""]. Every question needs a prediction
+  (the official script fails with a KeyError otherwise; here a one-line
+  ValueError), and with `na_probs` every predicted question a probability.
+  """
+  qas = _check_inputs(dataset, predictions, na_probs)
   has_ans, exact_raw, f1_raw = {}, {}, {}
-  for qa in _questions(dataset):
+  for qa in qas:
+    has_ans[qa["id"]] = bool(qa["answers"])
+  for qa in qas:
     qid = qa["id"]
-    golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])]
-    has_ans[qid] = bool(golds)
-    golds = golds or [""]
+    golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
     if qid not in predictions:
       continue
     pred = predictions[qid]
     exact_raw[qid] = max(exact(g, pred) for g in golds)
     f1_raw[qid] = max(f1_v2(g, pred) for g in golds)
+  missing = [k for k in has_ans if k not in exact_raw]
+  if missing:
+    raise InputError("predictions", f"no prediction for {len(missing)} of {len(has_ans)} questions (first: "
+                     f"{missing[0]!r}); the official v2.0 script stops on this too")
   given = na_probs is not None
   na_probs = na_probs if given else {k: 0.0 for k in predictions}
+  unscored = next((k for k in exact_raw if k not in na_probs), None)
+  if unscored is not None:
+    raise InputError("null_odds", f"no no-answer probability for question {unscored!r}")
 
   def thresholded(scores):
     return {qid: (float(not has_ans[qid]) if na_probs[qid] > na_prob_thresh else s)
             for qid, s in scores.items()}
 
-  def summary(ex, f1, qids=None):
-    qids = list(ex) if qids is None else qids
+  def summary(ex, f1, qids):
     n = len(qids)
-    return {"exact": 100.0 * sum(ex[k] for k in qids) / n if n else 0.0,
-            "f1": 100.0 * sum(f1[k] for k in qids) / n if n else 0.0, "total": n}
+    return {"exact": 100.0 * sum(ex[k] for k in qids) / n,
+            "f1": 100.0 * sum(f1[k] for k in qids) / n, "total": n}
 
   ex_t, f1_t = thresholded(exact_raw), thresholded(f1_raw)
-  out = summary(ex_t, f1_t)
-  has = [k for k, v in has_ans.items() if v]
-  no = [k for k, v in has_ans.items() if not v]
-  for name, qids in (("HasAns", has), ("NoAns", no)):
+  out = summary(ex_t, f1_t, list(ex_t))
+  for name, qids in (("HasAns", [k for k, v in has_ans.items() if v]),
+                     ("NoAns", [k for k, v in has_ans.items() if not v])):
     if qids:
-      part = summary(ex_t, f1_t, [k for k in qids if k in ex_t])
-      out.update({f"{name}_{k}": v for k, v in part.items()})
+      out.update({f"{name}_{k}": v for k, v in summary(ex_t, f1_t, qids).items()})
   if given:
     out["best_exact"], out["best_exact_thresh"] = _best_threshold(predictions, exact_raw,
                                                                   na_probs, has_ans)
@@ -130,31 +194,39 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
 
 
 def load_json(path, what):
+  """A JSON file (local or any tf.io.gfile URL); one-line errors naming it."""
+  path = os.fspath(path)
   try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except FileNotFoundError:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return json.loads(f.read().decode("utf-8"))
+  except tf.errors.NotFoundError:
     raise FileNotFoundError(f"{path}: {what} not found") from None
   except json.JSONDecodeError as e:
     raise ValueError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: byte {e.start}: not UTF-8") from None
+  except RecursionError:
+    raise ValueError(f"{path}: JSON nested too deeply") from None
 
 
 def evaluate_files(data_file, pred_file, na_prob_file=None, version=None):
   """Scores a predictions.json (and optional null_odds.json) against a SQuAD file.
 
   version: "1.1", "2.0", or None to decide from the data (any is_impossible or
-  an unanswerable question -> 2.0).
+  an unanswerable question -> 2.0). Errors are one line naming the file.
   """
   data = load_json(data_file, "SQuAD data file")
-  if "data" not in data:
+  if not isinstance(data, dict) or "data" not in data:
     raise ValueError(f"{data_file}: not a SQuAD file (no 'data' list)")
   preds = load_json(pred_file, "predictions file")
-  if not isinstance(preds, dict):
-    raise ValueError(f"{pred_file}: predictions must be a JSON object {{question id: text}}")
-  if version is None:
-    version = "2.0" if any(qa.get("is_impossible") or not qa.get("answers")
-                           for qa in _questions(data["data"])) else "1.1"
-  if version == "1.1":
-    return evaluate_v1(data["data"], preds)
   na = load_json(na_prob_file, "null odds file") if na_prob_file else None
-  return evaluate_v2(data["data"], preds, na)
+  files = {"data": data_file, "predictions": pred_file, "null_odds": na_prob_file}
+  try:
+    qas = _check_inputs(data["data"], preds, na)
+    if version is None:
+      version = "2.0" if any(qa.get("is_impossible") or not qa["answers"] for qa in qas) else "1.1"
+    if version == "1.1":
+      return evaluate_v1(data["data"], preds)
+    return evaluate_v2(data["data"], preds, na)
+  except InputError as e:
+    raise ValueError(f"{files[e.which]}: {e}") from None
