@@ -24,6 +24,7 @@ import keras
 
 from finetuning import layouts
 from finetuning import runner
+from finetuning import squad_features
 from finetuning import squad_metrics
 from finetuning.squad import SquadConfig, SquadTask
 from modeling import flags as model_flags
@@ -68,6 +69,20 @@ def _eval_only():
   print(json.dumps(result, indent=2))
 
 
+def _check_flags():
+  """Flag combinations that cannot work: one line naming the flags, before any work."""
+  squad_features.check_window_flags(FLAGS.max_seq_length, FLAGS.doc_stride,
+                                    FLAGS.max_query_length, FLAGS.model_type)
+  for name in ("max_answer_length", "start_n_top", "end_n_top", "n_best_size",
+               "train_batch_size", "predict_batch_size"):
+    if getattr(FLAGS, name) < 1:
+      raise ValueError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
+  for name in ("start_n_top", "end_n_top"):
+    if getattr(FLAGS, name) > FLAGS.max_seq_length:
+      raise ValueError(f"--{name}={getattr(FLAGS, name)}: the beam cannot be wider than "
+                       f"--max_seq_length={FLAGS.max_seq_length}")
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -83,6 +98,7 @@ def main(argv):
                          FLAGS.train_file if FLAGS.do_train else FLAGS.predict_file)):
       if not value:
         sys.exit(f"run_squad.py: --{name} is required")
+    _check_flags()
     keras.utils.set_random_seed(FLAGS.seed)
     if FLAGS.use_bfloat16:
       trainer_lib.use_bfloat16(FLAGS)

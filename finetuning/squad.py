@@ -57,19 +57,21 @@ class SquadTask(Task):
     self._train = None
 
   def _features(self, path, is_training):
+    """Examples and windows of one file; prints one line saying what was used."""
     examples, skipped = squad_features.read_squad(path, is_training)
     arrays, infos = squad_features.make_features(
         self.tokenizer, examples, self.c.max_seq_length, self.c.doc_stride,
         self.c.max_query_length, is_training, self.c.model_type)
+    line = (f"{path}: used {len(examples):,} of {len(examples) + skipped:,} questions "
+            f"({len(infos):,} windows)")
+    if skipped:
+      line += f"; skipped {skipped:,} whose answer text is not at its answer_start"
+    print(line, flush=True)
     return examples, arrays, infos, skipped
 
   def train_arrays(self):
     if self._train is None:
-      _, arrays, _, skipped = self._features(self.c.train_file, True)
-      if skipped:
-        print(f"{self.c.train_file}: skipped {skipped} questions whose answer text is not at "
-              "its answer_start")
-      self._train = arrays
+      self._train = self._features(self.c.train_file, True)[1]
     return self._train
 
   def dataset(self, input_context, skip_batches=0):

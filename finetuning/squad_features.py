@@ -14,15 +14,17 @@ question, separators and padding (answers come from the paragraph or <cls>).
 
 import dataclasses
 import difflib
-import json
+import math
 import re
 import unicodedata
 
 import numpy as np
 
 from data_utils.tokenization import CLS_ID, SEP_ID, SPIECE_UNDERLINE, preprocess_text
+from finetuning import squad_metrics
 
 SEG_PAD = 3
+SPECIAL_TOKENS = {"xlnet": 3, "mpnet": 4}   # `doc <sep> q <sep> <cls>`; `<s> q </s></s> doc </s>`
 
 
 @dataclasses.dataclass
@@ -36,34 +38,85 @@ class SquadExample:
   all_answers: list = None
 
 
+def _layout_error(path, where):
+  return ValueError(f"{path}: {where}: not the SQuAD layout (data[].paragraphs[] with a string "
+                    "'context' and qas[] of string 'id' and 'question', 'answers' of "
+                    "{'text': string, 'answer_start': integer})")
+
+
 def read_squad(path, is_training):
-  """Examples of a SQuAD 1.1 or 2.0 file (is_impossible is optional)."""
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)
-  if "data" not in data:
+  """Examples of a SQuAD 1.1 or 2.0 file (is_impossible is optional).
+
+  Returns (examples, skipped): training questions whose answer text is not at
+  its answer_start are skipped and counted. Every other departure from the
+  layout is a one-line ValueError naming the file and the question.
+  """
+  data = squad_metrics.load_json(path, "SQuAD file")
+  if not isinstance(data, dict) or not isinstance(data.get("data"), list):
     raise ValueError(f"{path}: not a SQuAD file (no 'data' list)")
-  examples, skipped = [], 0
-  for article in data["data"]:
-    for paragraph in article["paragraphs"]:
-      context = paragraph["context"]
-      for qa in paragraph["qas"]:
-        impossible = bool(qa.get("is_impossible", False))
-        answers = qa.get("answers", [])
-        ex = SquadExample(qa["id"], qa["question"], context, is_impossible=impossible,
-                          all_answers=[a["text"] for a in answers])
-        if is_training and not impossible:
-          if not answers:
-            raise ValueError(f"{path}: question {qa['id']} has no answer and no is_impossible")
-          answer = answers[0]
-          start = answer["answer_start"]
-          if context[start:start + len(answer["text"])] != answer["text"]:
-            skipped += 1          # the answer is not where the file says: counted, skipped
-            continue
-          ex.answer_text, ex.answer_start = answer["text"], start
-        examples.append(ex)
+  examples, skipped, where = [], 0, "data"
+  try:
+    for a, article in enumerate(data["data"]):
+      for p, paragraph in enumerate(article["paragraphs"]):
+        where = f"data[{a}].paragraphs[{p}]"
+        context = paragraph["context"]
+        if not isinstance(context, str) or not isinstance(paragraph["qas"], list):
+          raise TypeError
+        for qa in paragraph["qas"]:
+          where = f"question {qa.get('id')!r} of data[{a}].paragraphs[{p}]"
+          impossible = bool(qa.get("is_impossible", False))
+          answers = qa.get("answers", [])
+          if (not isinstance(qa["id"], str) or not isinstance(qa["question"], str)
+              or not isinstance(answers, list)
+              or not all(isinstance(x["text"], str) for x in answers)):
+            raise TypeError
+          ex = SquadExample(qa["id"], qa["question"], context, is_impossible=impossible,
+                            all_answers=[x["text"] for x in answers])
+          if is_training and not impossible:
+            if not answers:
+              raise ValueError(f"{path}: question {qa['id']!r} has no answer and no "
+                               "is_impossible")
+            answer = answers[0]
+            start = answer["answer_start"]
+            if not isinstance(start, int) or isinstance(start, bool):
+              raise TypeError
+            if start < 0 or context[start:start + len(answer["text"])] != answer["text"]:
+              skipped += 1          # the answer is not where the file says: counted, skipped
+              continue
+            ex.answer_text, ex.answer_start = answer["text"], start
+          examples.append(ex)
+  except (KeyError, TypeError, AttributeError):
+    raise _layout_error(path, where) from None
   if not examples:
     raise ValueError(f"{path}: no usable questions ({skipped} skipped)")
   return examples, skipped
+
+
+def check_window_flags(max_seq_length, doc_stride, max_query_length, model_type="xlnet"):
+  """One-line ValueError, naming the flags, for window settings that cannot tile a paragraph.
+
+  A window holds the special tokens (3 for XLNet, 4 for MPNet), up to
+  max_query_length question pieces and the rest of the paragraph; consecutive
+  windows start doc_stride pieces apart, so doc_stride must fit in the smallest
+  paragraph part (else text between windows would be skipped). Then an example
+  of n paragraph pieces gets at most ceil(n / doc_stride) + 1 windows.
+  """
+  specials = SPECIAL_TOKENS[model_type]
+  for name, value in (("max_seq_length", max_seq_length), ("doc_stride", doc_stride),
+                      ("max_query_length", max_query_length)):
+    if value < 1:
+      raise ValueError(f"--{name}={value}: must be at least 1")
+  room = max_seq_length - max_query_length - specials
+  if room < 1:
+    raise ValueError(f"--max_seq_length={max_seq_length} leaves no room for the paragraph: a "
+                     f"window holds {specials} special tokens and up to --max_query_length="
+                     f"{max_query_length} question pieces; raise --max_seq_length above "
+                     f"{max_query_length + specials} or lower --max_query_length")
+  if doc_stride > room:
+    raise ValueError(f"--doc_stride={doc_stride} is longer than the paragraph part of a window "
+                     f"({room} pieces = --max_seq_length={max_seq_length} - --max_query_length="
+                     f"{max_query_length} - {specials} special tokens), so windows would skip "
+                     f"text: use --doc_stride<={room}")
 
 
 def normalize_with_offsets(text, lower=False, keep_accents=False):
@@ -173,7 +226,10 @@ def make_features(tokenizer, examples, max_seq_length=512, doc_stride=128,
   xlnet: `doc <sep> query <sep> <cls>`, right padded, <cls> the null answer;
   mpnet: `<s> query </s></s> doc </s>`, right padded, <s> the null answer.
   infos[f]["doc_offset"] is the row position of the window's first document token.
+  An example of n paragraph pieces gets at most ceil(n / doc_stride) + 1 windows
+  (check_window_flags first rejects settings that cannot tile a paragraph).
   """
+  check_window_flags(max_seq_length, doc_stride, max_query_length, model_type)
   rows, infos = [], []
   sentencepiece = hasattr(tokenizer, "sp")
   queries = tokenizer.encode_lines([ex.question for ex in examples])
@@ -187,9 +243,12 @@ def make_features(tokenizer, examples, max_seq_length=512, doc_stride=128,
       covering = [k for k in range(len(ids)) if starts[k] < a1 and ends[k] > a0]
       if covering:
         tok_start, tok_end = covering[0], covering[-1]
-    max_doc = max_seq_length - len(query) - (3 if model_type == "xlnet" else 4)
-    span_start = 0
+    max_doc = max_seq_length - len(query) - SPECIAL_TOKENS[model_type]   # >= doc_stride
+    span_start, windows = 0, 0
     while True:
+      windows += 1
+      if windows > math.ceil(len(ids) / doc_stride) + 1:     # cannot happen: a guard, not a rule
+        raise AssertionError(f"question {ex.qas_id}: more windows than ceil(n / doc_stride) + 1")
       length = min(len(ids) - span_start, max_doc)
       doc = ids[span_start:span_start + length]
       if model_type == "xlnet":
@@ -220,7 +279,7 @@ def make_features(tokenizer, examples, max_seq_length=512, doc_stride=128,
                     "ends": ends[span_start:span_start + length]})
       if span_start + length >= len(ids):
         break
-      span_start += min(length, doc_stride)
+      span_start += doc_stride
   arrays = {k: np.array([r[k] for r in rows],
                         np.float32 if k in ("input_mask", "p_mask", "is_impossible") else np.int32)
             for k in rows[0]} if rows else {}

@@ -289,7 +289,7 @@ class Pipeline:
       return ["run_squad.py", "--do_train", "--do_predict",
               f"--train_file={self.data}/squad/train-v2.0.json",
               f"--predict_file={self.data}/squad/{split}-v2.0.json",
-              f"--max_seq_length={p.qa_seq_len}", f"--doc_stride={p.qa_seq_len // 2}",
+              f"--max_seq_length={p.qa_seq_len}", f"--doc_stride={p.qa_seq_len // 2 - 4}",
               f"--max_query_length={p.qa_seq_len // 2}", f"--train_batch_size={p.qa_batch}",
               "--lr_layer_decay_rate=1.0"], p.qa_steps
     return ["run_race.py", f"--data_dir={self.data}/RACE", f"--eval_split={split}",

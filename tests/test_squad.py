@@ -95,6 +95,7 @@ def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
   args = [sys.executable, "run_squad.py", "--do_train", "--do_predict", f"--train_file={train}",
           f"--predict_file={dev}", f"--sp_model={sp}", "--uncased", f"--model_config_path={cfg}",
           f"--model_dir={tmp_path}/m", "--max_seq_length=48", "--max_query_length=12",
+          "--doc_stride=16",
           "--train_batch_size=16", "--learning_rate=3e-3", "--train_steps=200",
           "--warmup_steps=20", "--save_every=200", "--steps_per_loop=20", "--dropout=0",
           "--dropatt=0", "--lr_layer_decay_rate=1.0", "--start_n_top=3", "--end_n_top=3"]
@@ -116,3 +117,52 @@ def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
                           f"--null_odds={out}/null_odds.json"], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
   assert json.loads(again.stdout) == pytest.approx(result)
+
+
+@pytest.mark.parametrize("model_type", ["xlnet", "mpnet"])
+def test_window_flags_that_cannot_tile_a_paragraph_are_one_line_errors(model_type):
+  specials = squad_features.SPECIAL_TOKENS[model_type]
+  check = lambda *a: squad_features.check_window_flags(*a, model_type=model_type)
+  check(64 + specials + 1, 1, 64)                  # one paragraph piece per window: fine
+  check(64 + specials + 5, 5, 64)                  # stride == paragraph part: fine
+  cases = [((64 + specials, 1, 64), r"--max_seq_length=\d+ leaves no room for the paragraph"),
+           ((32, 128, 64), r"--max_seq_length=32 leaves no room"),
+           ((128, 0, 64), r"--doc_stride=0: must be at least 1"),
+           ((128, -5, 64), r"--doc_stride=-5: must be at least 1"),
+           ((128, 1, 0), r"--max_query_length=0: must be at least 1"),
+           ((128, 128, 64), rf"--doc_stride=128 is longer .* use --doc_stride<={64 - specials}")]
+  for args, message in cases:
+    with pytest.raises(ValueError, match=message) as err:
+      check(*args)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("model_type", ["xlnet", "mpnet"])
+def test_windows_are_bounded_and_cover_the_paragraph(text_and_sp, model_type):
+  """The reported hang: a 64-piece question and max_seq_length 32 looped forever; now
+  the settings are refused, and any accepted settings give at most ceil(n / stride) + 1
+  windows whose paragraph parts cover every piece."""
+  _, sp = text_and_sp
+  tok = tokenization.Tokenizer(sp, lower=True)
+  if model_type == "mpnet":
+    tok.bos_id, tok.eos_id, tok.pad_id = 0, 2, 1
+  rng = random.Random(3)
+  words = "the old house near river was painted blue many people walked past it".split()
+  long_question = " ".join(rng.choice(words) for _ in range(200))
+  examples = [squad_features.SquadExample(f"q{k}", long_question if k % 2 else "why?",
+                                          " ".join(rng.choice(words) for _ in range(n)))
+              for k, n in enumerate([0, 1, 7, 60, 300])]
+  with pytest.raises(ValueError, match="leaves no room"):
+    squad_features.make_features(tok, examples, max_seq_length=32, doc_stride=128,
+                                 max_query_length=64, model_type=model_type)
+  for seq, stride, query in [(32, 1, 20), (32, 3, 8), (40, 40 - 8 - 4, 8), (24, 5, 2)]:
+    _, infos = squad_features.make_features(tok, examples, max_seq_length=seq, doc_stride=stride,
+                                            max_query_length=query, model_type=model_type)
+    for k, ex in enumerate(examples):
+      n = len(squad_features.tokenize_with_offsets(tok, ex.context)[0])
+      mine = [i for i in infos if i["example_index"] == k]
+      assert 1 <= len(mine) <= -(-n // stride) + 1, (seq, stride, query, n, len(mine))
+      covered = set()
+      for i in mine:
+        covered.update(range(i["span_start"], i["span_start"] + i["length"]))
+      assert covered == set(range(n))
