@@ -8,6 +8,8 @@ tf.data or inside the (jit-compiled) train step on the accelerator.
 Shapes: B records, L seq_len, P num_predict. Mask convention: 1 = blocked.
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from data_utils import record_format
@@ -90,7 +92,7 @@ def expand(compact, params):
 
 def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, bi_data,
                      num_core_per_host=1, vocab_size=None, split="train", expand_records=True,
-                     repeat=True, host_id=0, num_hosts=1, skip_batches=0):
+                     repeat=True, host_id=0, num_hosts=1, skip_batches=0, verify="auto"):
   """Batches of one replica each, in lane order, from `record_dir`.
 
   The training flags are checked against the records' info first (one-line
@@ -99,7 +101,10 @@ def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, 
   replicas of one step in order, so row r of replica c is always the same lane
   and memory can be carried across steps. Files are read in order, never
   shuffled: records of a lane continue each other. `skip_batches` skips that
-  many per-replica batches (a resumed run continues where it stopped).
+  many per-replica batches (a resumed run continues where it stopped). `verify` checks the
+  files against their record-info first (record_format.find_records: "size", "sha256",
+  "auto"); a record corrupted later is reported by tf.data as it is read (wrap the loop in
+  `named_record_errors` to have the file named).
 
   Returns (dataset, params, num_batch).
   """
@@ -108,7 +113,7 @@ def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, 
                   num_core_per_host=num_core_per_host)
   if vocab_size is not None:
     expected["vocab_size"] = vocab_size
-  params, files, num_batch = record_format.find_records(record_dir, split, **expected)
+  params, files, num_batch = record_format.find_records(record_dir, split, verify, **expected)
   files = files[host_id::num_hosts]
   if not files:
     raise ValueError(f"{record_dir}: {len(files)} record files for {num_hosts} hosts: host "
@@ -124,3 +129,16 @@ def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, 
     ds = ds.map(lambda x: expand(x, params), num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True)
   return ds.prefetch(tf.data.AUTOTUNE), params, num_batch
+
+
+@contextlib.contextmanager
+def named_record_errors(record_dir, split="train"):
+  """Runs the block; a tf.errors.DataLossError from reading `record_dir`'s records (whose
+  message gives a byte offset but no file) becomes a one-line ValueError naming the file."""
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    message = record_format.explain_data_loss(record_dir, split, e.message)
+    if message is None:
+      raise
+    raise ValueError(message) from None

@@ -5,8 +5,10 @@ read it with `tf.train.load_checkpoint` and write it with the SaveV2 op, the
 same on-disk format the original `tf.train.Saver` reads.
 """
 
+import contextlib
 import dataclasses
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -30,20 +32,93 @@ class LoadReport:
 
 
 def resolve(path):
-  """A checkpoint prefix from a prefix, a directory or a `checkpoint` state file."""
-  if os.path.isdir(path):
+  """A checkpoint prefix from a prefix, a directory or a `checkpoint` state file; its files
+  checked (check_files)."""
+  if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise FileNotFoundError(f"{path}: directory holds no checkpoint")
-    return latest
-  if not tf.io.gfile.exists(path + ".index"):
+    path = latest
+  elif not tf.io.gfile.exists(path + ".index"):
     raise FileNotFoundError(f"{path}: no checkpoint ({path}.index not found)")
+  check_files(path)
   return path
 
 
+def check_files(prefix, hint=""):
+  """Raises FileNotFoundError naming the first missing file of the checkpoint `prefix`: its
+  .index or a data shard (`prefix.data-00000-of-00001`, ...). Cheap: no data is read."""
+  hint = f"; {hint}" if hint else ""
+  if not tf.io.gfile.exists(prefix + ".index"):
+    raise FileNotFoundError(f"{prefix}.index: not found{hint}")
+  shards = tf.io.gfile.glob(f"{prefix}.data-*-of-*")
+  counts = {int(name.rsplit("-of-", 1)[1]) for name in shards}
+  expected = [f"{prefix}.data-{k:05d}-of-{n:05d}" for n in sorted(counts) or [1]
+              for k in range(n)]
+  missing = sorted(set(expected) - set(shards))
+  if missing:
+    raise FileNotFoundError(f"{missing[0]}: not found, but {os.path.basename(prefix)}.index is "
+                            f"there (an incomplete copy?){hint}")
+
+
+def _tf_reason(error):
+  """The first line of a TensorFlow error, without its {{function_node ...}} and [Op:...]."""
+  text = getattr(error, "message", None) or str(error)
+  text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text.strip().splitlines()[0])
+  return re.sub(r"\s*\[Op:[^\]]*\].*$", "", text).strip()
+
+
+@contextlib.contextmanager
+def _read_errors(prefix, hint=""):
+  """TensorFlow's errors while reading checkpoint `prefix` (DataLossError: checksum; IndexError:
+  data shorter than the index says; OpError: not an sstable, a missing file, ...) become one
+  ValueError line naming the file."""
+  try:
+    yield
+  except (tf.errors.OpError, IndexError) as e:
+    reason = _tf_reason(e)
+    shards = sorted(tf.io.gfile.glob(f"{prefix}.data-*-of-*"))
+    if any(k in reason for k in ("sstable", "block checksum", ".index")) or not shards:
+      name = f"{prefix}.index"
+    else:
+      name = shards[0] if len(shards) == 1 else f"{prefix}.data-*"
+    if isinstance(e, IndexError):
+      reason += ": shorter than its .index says (truncated?)"
+    raise ValueError(f"{name}: checkpoint unreadable ({reason}){'; ' + hint if hint else ''}"
+                     ) from None
+
+
+def read_checkpoint(checkpoint, prefix, others=None, partial=False):
+  """`checkpoint.read(prefix)` (a tf.train.Checkpoint) with its files checked first and
+  TensorFlow's read errors turned into one line naming the file. `others` (a resumed run:
+  its manager's checkpoints) makes the line say which older one to fall back to. Unless
+  `partial`, every object of `checkpoint` must be in the file. Returns the load status."""
+  hint = ""
+  if others is not None:
+    older = [p for p in others if p != prefix]
+    hint = (f"delete {prefix}.* to resume from {os.path.basename(older[-1])}" if older else
+            f"delete {os.path.dirname(prefix)} to start afresh")
+  check_files(prefix, hint)
+  with _read_errors(prefix, hint):
+    status = checkpoint.read(prefix)
+  if partial:
+    status.expect_partial()
+    return status
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise ValueError(f"{prefix}: checkpoint does not fit the model (another config?): "
+                     f"{str(e).splitlines()[0][:200]}") from None
+  return status
+
+
+def _reader(prefix):
+  with _read_errors(prefix):
+    return tf.train.load_checkpoint(prefix)
+
+
 def is_tf1_checkpoint(path):
-  reader = tf.train.load_checkpoint(resolve(path))
-  return reader.has_tensor(_TF1_PROBE)
+  return _reader(resolve(path)).has_tensor(_TF1_PROBE)
 
 
 def load_tf1_checkpoint(model, path, require_all=False):
@@ -56,7 +131,7 @@ def load_tf1_checkpoint(model, path, require_all=False):
   """
   path = resolve(path)
   model.ensure_built()
-  reader = tf.train.load_checkpoint(path)
+  reader = _reader(path)
   shapes = reader.get_variable_to_shape_map()
   variables = model.tf1_variables()
   missing, misshaped, present = [], [], []
@@ -79,9 +154,10 @@ def load_tf1_checkpoint(model, path, require_all=False):
     problems.append(f"wrong shape: {'; '.join(misshaped[:6])}{hint}")
   if problems:
     raise ValueError(f"{path}: checkpoint does not fit the model: " + " | ".join(problems))
-  for name in present:
-    var = variables[name]
-    var.assign(np.asarray(reader.get_tensor(name)).astype(var.dtype))
+  with _read_errors(path):   # a bad file raises here (the model is then not used)
+    for name in present:
+      var = variables[name]
+      var.assign(np.asarray(reader.get_tensor(name)).astype(var.dtype))
   unused = sorted(set(shapes) - set(variables) - {"global_step"})
   unused = [n for n in unused if not _is_optimizer_slot(n)]
   return LoadReport(loaded=present, fresh=missing, unused=unused)
@@ -139,9 +215,7 @@ def save_native_checkpoint(model, path):
 
 def load_native_checkpoint(model, path):
   """Restores a `save_native_checkpoint` file; every variable must be there."""
-  status = tf.train.Checkpoint(**native_objects(model)).read(resolve(path))
-  status.assert_existing_objects_matched()
-  return status
+  return read_checkpoint(tf.train.Checkpoint(**native_objects(model)), resolve(path))
 
 
 def load_checkpoint(model, path, require_all=False):

@@ -105,8 +105,8 @@ class Diagnostics:
     if step:
       objective = task.config.objective
       prefix = os.path.join(self.pipe.pretrain_dir(run or objective), "ckpt", f"ckpt-{step}")
-      self.tf.train.Checkpoint(**checkpoint.native_objects(model)).restore(
-          prefix).expect_partial()
+      checkpoint.read_checkpoint(self.tf.train.Checkpoint(**checkpoint.native_objects(model)),
+                                 prefix, partial=True)     # a bad file: one line naming it
     return model
 
   # ---- held-out loss ------------------------------------------------------------------------
@@ -124,9 +124,10 @@ class Diagnostics:
       return losses.lm_loss(logits, target, mask), tf.cast(new_state, state.dtype)
 
     total = []
-    for i, batch in enumerate(ds.take(HELDOUT_BATCHES)):
-      loss, state = step(batch, state, tf.constant(i, tf.int64))
-      total.append(float(loss))
+    with pipeline.named_record_errors(c.record_dir, "valid"):   # tf.data names no file
+      for i, batch in enumerate(ds.take(HELDOUT_BATCHES)):
+        loss, state = step(batch, state, tf.constant(i, tf.int64))
+        total.append(float(loss))
     return float(np.mean(total))
 
   # ---- probe --------------------------------------------------------------------------------
@@ -215,7 +216,10 @@ def main():
   args = parser.parse_args()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   pipe = pipeline_lib.Pipeline(PRESETS[args.preset], args.output_dir, seed=args.seed)
-  result = Diagnostics(pipe).run(log=lambda m: print(m, flush=True))
+  try:
+    result = Diagnostics(pipe).run(log=lambda m: print(m, flush=True))
+  except (FileNotFoundError, ValueError) as e:   # a missing or corrupted record / checkpoint file
+    sys.exit(f"reproduction/diagnostics.py: {e}")
   print(json.dumps({"diagnostics": result}))
 
 

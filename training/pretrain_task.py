@@ -39,6 +39,7 @@ class PretrainConfig(OptimizerConfig):
   mpnet_permute: bool = True     # False: predictions in position order (- permutation)
   nsp_weight: float = 0.0
   num_hosts: int = 1
+  verify_records: str = "auto"   # record files against their info: size | sha256 | auto
 
 
 class PretrainTask(Task):
@@ -59,10 +60,12 @@ class PretrainTask(Task):
     self.seed = config.seed
     self.per_replica = config.bsz_per_host // config.num_core_per_host
     self.tokens_per_step = config.bsz_per_host * config.num_hosts * config.seq_len
-    # Fail early, with the records' own explanation, if the flags do not match.
+    # Fail early, with the records' own explanation, if the flags do not match or a record
+    # file does not match its info (record_format.find_records), before any step runs.
     pipeline.pretrain_dataset(config.record_dir, config.seq_len, config.reuse_len,
                               config.num_predict, config.bsz_per_host, config.bi_data,
-                              config.num_core_per_host, vocab_size=vocab)
+                              config.num_core_per_host, vocab_size=vocab,
+                              verify=config.verify_records)
     self.vocab_size = vocab
 
   # ---- model and optimizer -----------------------------------------------------------
@@ -79,7 +82,8 @@ class PretrainTask(Task):
     ds, _, _ = pipeline.pretrain_dataset(
         c.record_dir, c.seq_len, c.reuse_len, c.num_predict, c.bsz_per_host, c.bi_data,
         c.num_core_per_host, vocab_size=self.vocab_size, host_id=host_id,
-        num_hosts=num_hosts, skip_batches=skip_batches * c.num_core_per_host)
+        num_hosts=num_hosts, skip_batches=skip_batches * c.num_core_per_host,
+        verify="size")                     # hashed (if at all) in __init__
     return ds
 
   def state_shape(self):

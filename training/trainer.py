@@ -121,7 +121,7 @@ class Trainer:
   def _restore(self):
     latest = self.manager.latest_checkpoint
     if latest:
-      self.checkpoint.read(latest).assert_existing_objects_matched()
+      ckpt_lib.read_checkpoint(self.checkpoint, latest, self.manager.checkpoints)  # 1-line errors
       self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
       return True
     self.task.initialize(self.model, self.log)
