@@ -44,6 +44,16 @@ def _layout_error(path, where):
                     "{'text': string, 'answer_start': integer})")
 
 
+def _check_unicode(path, where, what, text):
+  """JSON escapes can spell lone surrogates, which no tokenizer can encode."""
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError as e:
+    raise ValueError(f"{path}: {where}: the {what} holds a lone surrogate "
+                     f"U+{ord(text[e.start]):04X} at character {e.start}: not valid "
+                     "Unicode") from None
+
+
 def read_squad(path, is_training):
   """Examples of a SQuAD 1.1 or 2.0 file (is_impossible is optional).
 
@@ -62,6 +72,7 @@ def read_squad(path, is_training):
         context = paragraph["context"]
         if not isinstance(context, str) or not isinstance(paragraph["qas"], list):
           raise TypeError
+        _check_unicode(path, where, "context", context)
         for qa in paragraph["qas"]:
           where = f"question {qa.get('id')!r} of data[{a}].paragraphs[{p}]"
           impossible = bool(qa.get("is_impossible", False))
@@ -70,6 +81,7 @@ def read_squad(path, is_training):
               or not isinstance(answers, list)
               or not all(isinstance(x["text"], str) for x in answers)):
             raise TypeError
+          _check_unicode(path, where, "question", qa["question"])
           ex = SquadExample(qa["id"], qa["question"], context, is_impossible=impossible,
                             all_answers=[x["text"] for x in answers])
           if is_training and not impossible:

@@ -88,7 +88,8 @@ def _check_inputs(dataset, predictions, na_probs=None):
     raise InputError("data", "the data file holds no questions")
   if not isinstance(predictions, dict):
     raise InputError("predictions", "predictions must be a JSON object {question id: text}")
-  bad = next((k for k, v in predictions.items() if not isinstance(v, str)), None)
+  bad = next((qa["id"] for qa in qas
+              if not isinstance(predictions.get(qa["id"], ""), str)), None)
   if bad is not None:
     raise InputError("predictions", f"the prediction for {bad!r} is {predictions[bad]!r:.40}, "
                      "not a string")
@@ -198,7 +199,7 @@ def load_json(path, what):
   path = os.fspath(path)
   try:
     with tf.io.gfile.GFile(path, "rb") as f:
-      return json.loads(f.read().decode("utf-8"))
+      return json.loads(f.read().decode("utf-8-sig"))
   except tf.errors.NotFoundError:
     raise FileNotFoundError(f"{path}: {what} not found") from None
   except json.JSONDecodeError as e:
@@ -222,7 +223,7 @@ def evaluate_files(data_file, pred_file, na_prob_file=None, version=None):
   na = load_json(na_prob_file, "null odds file") if na_prob_file else None
   files = {"data": data_file, "predictions": pred_file, "null_odds": na_prob_file}
   try:
-    qas = _check_inputs(data["data"], preds, na)
+    qas = _check_inputs(data["data"], preds)
     if version is None:
       version = "2.0" if any(qa.get("is_impossible") or not qa["answers"] for qa in qas) else "1.1"
     if version == "1.1":
