@@ -18,8 +18,8 @@ def _docstrings(path):
   try:
     with open(path, "rb") as f:
       tree = ast.parse(f.read(), filename=path)
-  except (SyntaxError, ValueError, UnicodeDecodeError, OSError):
-    return
+  except (SyntaxError, ValueError, UnicodeDecodeError, OSError, RecursionError, MemoryError):
+    return   # not Python 3.x source (or nested beyond the parser's limits: MemoryError too)
   nodes = [tree] + [n for n in ast.walk(tree)
                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
   for node in nodes:

@@ -10,6 +10,7 @@
 
 import itertools
 import os
+import re
 import string
 import unicodedata
 
@@ -25,6 +26,7 @@ MASK_ID, EOD_ID, EOP_ID = 6, 7, 8
 # ASCII punctuation character, begins a word.
 _PUNCTUATION = set(string.punctuation)
 _ODD_SPACE = "\t\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def preprocess_text(text, lower=False, remove_space=True, keep_accents=False):
@@ -98,8 +100,16 @@ class Tokenizer:
     return [self.sp.PieceToId(p) for p in out]
 
   def normalize_lines(self, lines):
-    """`preprocess_text` on many lines: ASCII lines in bulk (same result, faster)."""
+    """`preprocess_text` on many lines: ASCII lines in bulk (same result, faster).
+
+    A text may hold line breaks (a RACE article, a quoted CSV field): they are spaces, as in
+    `preprocess_text`, and never split the text. Lone surrogates (from JSON escapes such as
+    "\\ud800"; SentencePiece cannot take them) become U+FFFD.
+    """
     joined = "\n".join(lines)
+    if joined.count("\n") != len(lines) - 1:     # a text holds a line break
+      lines = [line.replace("\n", " ") for line in lines]
+      joined = "\n".join(lines)
     for ch in _ODD_SPACE:                      # ASCII whitespace other than " " and "\n"
       if ch in joined:
         joined = joined.replace(ch, " ")
@@ -111,7 +121,8 @@ class Tokenizer:
     texts = [line.strip() for line in joined.split("\n")]
     for k, line in enumerate(lines):
       if not line.isascii():
-        texts[k] = preprocess_text(line, lower=self.lower, keep_accents=self.keep_accents)
+        texts[k] = preprocess_text(_SURROGATE.sub("\ufffd", line), lower=self.lower,
+                                   keep_accents=self.keep_accents)
     return texts
 
   def encode_lines(self, lines):

@@ -30,8 +30,8 @@ class Shard:
 
 
 def _next_document_break(f, offset, size, window=1 << 16):
-  """First offset >= `offset` just after a blank line (or after a newline if
-  no blank line comes within 1 MiB); `size` if none."""
+  """First offset >= `offset` just after a blank line ("\\n\\n", or "\\n\\r\\n" in CRLF
+  files), or after a newline if no blank line comes within 1 MiB; `size` if none."""
   f.seek(offset)
   scanned, fallback = 0, None
   tail = b""
@@ -40,13 +40,13 @@ def _next_document_break(f, offset, size, window=1 << 16):
     if not block:
       break
     buf = tail + block
-    hit = buf.find(b"\n\n")
-    if hit >= 0:
-      return offset + scanned - len(tail) + hit + 2
+    hits = [(i + len(sep)) for sep in (b"\n\n", b"\n\r\n") for i in [buf.find(sep)] if i >= 0]
+    if hits:
+      return offset + scanned - len(tail) + min(hits)
     if fallback is None and block.find(b"\n") >= 0:
       fallback = offset + scanned + block.find(b"\n") + 1
     scanned += len(block)
-    tail = buf[-1:]
+    tail = buf[-2:]
     if scanned >= (1 << 20) and fallback is not None:
       return fallback
   return size
@@ -60,9 +60,12 @@ def plan_shards(paths, shard_bytes):
   pieces, empty = [], []
   for path in paths:
     size = os.path.getsize(path)
-    if size == 0 or (size < (1 << 20) and not open(path, "rb").read().strip()):
-      empty.append(path)
-      continue
+    if size < (1 << 20):
+      with open(path, "rb") as f:
+        blank = not f.read().strip()
+      if blank:
+        empty.append(path)
+        continue
     with open(path, "rb") as f:
       start = 0
       while start < size:
@@ -86,13 +89,15 @@ def read_lines(shard):
   """The shard's lines; an empty line separates the pieces (= document end).
 
   Returns (lines, bad_lines, first_bad): lines that are not UTF-8 are skipped,
-  counted, and the first is reported as "path:line".
+  counted, and the first is reported as "path:line". A BOM opening a file is dropped.
   """
   lines, bad, first_bad = [], 0, None
   for path, start, end in shard.pieces:
     with open(path, "rb") as f:
       f.seek(start)
       data = f.read(end - start)
+    if start == 0 and data.startswith(b"\xef\xbb\xbf"):
+      data = data[3:]
     try:
       lines.extend(data.decode("utf-8").split("\n"))
     except UnicodeDecodeError:

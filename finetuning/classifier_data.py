@@ -5,14 +5,17 @@ mismatched dev/test), QNLI, RTE, WNLI, AX (diagnostic, predicted with an MNLI
 model). Text classification: IMDB (aclImdb directory layout), Yelp-2, Yelp-5,
 DBpedia, AG News, Amazon-2, Amazon-5 (the CSV layouts of Zhang et al. 2015).
 
-Every reader returns a list of Example; a malformed line is an error naming the
-file and line, a label outside the task's label set too.
+Every reader returns a list of Example and prints one summary line (what it used and
+what it skipped, and why). A malformed line is an error naming the file and line, a
+label outside the task's label set too; read_split says which lines are skipped instead.
 """
 
 import csv
 import dataclasses
 import glob
+import math
 import os
+import re
 
 csv.field_size_limit(1 << 30)
 
@@ -120,72 +123,149 @@ def get_task(name):
   return TASKS[key]
 
 
+class _Lines:
+  """A file's lines, keeping those of the row being parsed (to check its quotes)."""
+
+  def __init__(self, f):
+    self.f, self.current = f, []
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    line = next(self.f)
+    self.current.append(line)
+    return line
+
+
+_UNDECODED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
+
+
 def _rows(path, delimiter, quoting):
+  """Yields (first line of the row, row) of a delimited UTF-8 file (a leading BOM dropped).
+
+  A row holding bytes that are not UTF-8 is an error naming its line; so is a quoted field
+  still open at the end of the file (a stray quote that swallowed every line after it).
+  """
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: not found")
-  with open(path, encoding="utf-8", newline="") as f:
-    for line_no, row in enumerate(csv.reader(f, delimiter=delimiter, quoting=quoting), 1):
-      yield line_no, row
-
-
-def _column(row, col, path, line_no):
-  try:
-    return row[col]
-  except IndexError:
-    raise ValueError(f"{path}:{line_no}: expected at least {abs(col) + (col >= 0)} columns, "
-                     f"found {len(row)}") from None
+  with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+    lines = _Lines(f)
+    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
+    start, row_lines = 1, []
+    while True:
+      lines.current = []
+      try:
+        row = next(reader)
+      except StopIteration:
+        break
+      except csv.Error as e:
+        raise ValueError(f"{path}:{start}: {e}") from None
+      row_lines = lines.current
+      bad = _UNDECODED.search("\t".join(row))
+      if bad:
+        raise ValueError(f"{path}:{start}: not UTF-8 (byte 0x{ord(bad.group()) - 0xdc00:02x}); "
+                         "the file must be UTF-8")
+      yield start, row
+      start = reader.line_num + 1
+    if quoting != csv.QUOTE_NONE and len(row_lines) > 1 and "".join(row_lines).count('"') % 2:
+      raise ValueError(f"{path}:{start - len(row_lines)}: a quoted field opened in this row "
+                       "runs to the end of the file (a stray quote?)")
 
 
 def _check_label(spec, label, path, line_no):
   if spec.is_regression:
     try:
-      return float(label)
+      score = float(label)
     except ValueError:
-      raise ValueError(f"{path}:{line_no}: score {label!r} is not a number") from None
+      score = math.nan
+    if not math.isfinite(score):
+      raise ValueError(f"{path}:{line_no}: score {label!r} is not a number")
+    return score
   if label not in spec.labels:
     raise ValueError(f"{path}:{line_no}: label {label!r} is not one of {list(spec.labels)}")
   return label
 
 
-def read_split(spec, data_dir, split):
-  """The examples of one split ("train", "dev", "test", ...)."""
+def _count(n, unit):
+  return f"{n:,} {unit if n == 1 else unit + 's'}"
+
+
+def read_split(spec, data_dir, split, report=print):
+  """The examples of one split ("train", "dev", "test", ...); reports one summary line.
+
+  Errors (one line, naming the file and line): a missing file, bytes that are not UTF-8, a
+  label outside the task's labels (or a score that is not a finite number), no examples.
+  Blank lines are skipped. A GLUE train/dev line with too few columns is skipped too, as the
+  release does (official files have some: "there are some incomplete lines in QNLI"); in a
+  GLUE test file it is an error (the submission needs every index), and so in the CSV
+  layouts, which are regular. `report` gets the summary: lines used, skipped and why.
+  """
   if split not in spec.files:
     raise ValueError(f"task {spec.name} has no {split} split (has {', '.join(spec.files)})")
   path = os.path.join(data_dir, spec.files[split])
   if spec.reader == "imdb":
-    return _read_imdb(spec, path)
+    return _read_imdb(spec, path, report)
   a_col, b_col, label_col = spec.columns[split]
-  delimiter, quoting = ("\t", csv.QUOTE_NONE) if spec.reader == "tsv" else (",", csv.QUOTE_MINIMAL)
+  tsv = spec.reader == "tsv"
+  delimiter, quoting = ("\t", csv.QUOTE_NONE) if tsv else (",", csv.QUOTE_MINIMAL)
   has_header = spec.header if isinstance(spec.header, bool) else split in spec.header
-  examples = []
-  for line_no, row in _rows(path, delimiter, quoting):
-    if has_header and line_no == 1:
+  skip_short = tsv and not split.startswith("test")
+  unit = "line" if tsv else "row"
+  cols = [c for c in (*(a_col if isinstance(a_col, tuple) else (a_col,)), b_col, label_col)
+          if c is not None]
+  needed = max(c + 1 if c >= 0 else -c for c in cols)
+  examples, total, blank, short, first_short = [], 0, 0, 0, None
+  for k, (line_no, row) in enumerate(_rows(path, delimiter, quoting)):
+    if has_header and k == 0:
       continue
+    total += 1
     if not row or all(not c.strip() for c in row):
+      blank += 1
       continue
-    if isinstance(a_col, tuple):
-      text_a = " ".join(_column(row, c, path, line_no) for c in a_col)
-    else:
-      text_a = _column(row, a_col, path, line_no)
-    text_b = None if b_col is None else _column(row, b_col, path, line_no)
-    label = None
-    if label_col is not None:
-      label = _check_label(spec, _column(row, label_col, path, line_no).strip(), path, line_no)
+    if len(row) < needed:
+      if not skip_short:
+        raise ValueError(f"{path}:{line_no}: expected at least {needed} columns, found {len(row)}")
+      short += 1
+      first_short = first_short or f"first: {unit} {line_no} has {len(row)} of {needed}"
+      continue
+    text_a = " ".join(row[c] for c in a_col) if isinstance(a_col, tuple) else row[a_col]
+    text_b = None if b_col is None else row[b_col]
+    label = (None if label_col is None
+             else _check_label(spec, row[label_col].strip(), path, line_no))
     guid = row[0] if split.startswith("test") and has_header else f"{split}-{line_no}"
     examples.append(Example(guid, text_a, text_b, label))
+  reasons = []
+  if short:
+    reasons.append(f"{short:,} with too few columns ({first_short})")
+  if blank:
+    reasons.append(f"{blank:,} blank")
+  skipped = f"skipped {blank + short:,}: {', '.join(reasons)}" if reasons else ""
   if not examples:
-    raise ValueError(f"{path}: no examples")
+    raise ValueError(f"{path}: no examples" + (f" ({_count(total, unit)}, {skipped})"
+                                               if skipped else ""))
+  report(f"{path}: used {len(examples):,} of {_count(total, unit)}"
+         + (f"; {skipped}" if skipped else ""))
   return examples
 
 
-def _read_imdb(spec, split_dir):
-  examples = []
+def _read_imdb(spec, split_dir, report=print):
+  examples, counts = [], []
   for label in spec.labels:
     files = sorted(glob.glob(os.path.join(split_dir, label, "*.txt")))
     for path in files:
-      with open(path, encoding="utf-8") as f:
-        text = f.read().replace("<br />", " ")
-      examples.append(Example(os.path.basename(path), text, None, label))
+      try:
+        with open(path, "rb") as f:
+          data = f.read()
+        text = data.decode("utf-8-sig")
+      except OSError as e:
+        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
+      except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
+                         ) from None
+      examples.append(Example(os.path.basename(path), text.replace("<br />", " "), None, label))
+    counts.append(f"{len(files):,} {label}")
   if not examples:
     raise FileNotFoundError(f"{split_dir}: no {'/'.join(spec.labels)}/*.txt files (aclImdb layout)")
+  report(f"{split_dir}: used {len(examples):,} files ({', '.join(counts)})")
   return examples

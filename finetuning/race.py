@@ -2,9 +2,9 @@
 
 Layout per option: (context, question+option) as a pair in the model type's
 layout (finetuning/layouts.py; XLNet's release: `context <sep> question+option
-<sep> <cls>`, LEFT padded). The question+option text keeps its
-last `max_qa_length` tokens; the context is cut to fit. A question containing
-"_" has the option written into the blank. Each option is built from fresh
+<sep> <cls>`, LEFT padded). The question+option text keeps its last `max_qa_length`
+tokens (fewer if the row has no room for them); the context is cut to fit. A question
+containing "_" has the option written into the blank. Each option is built from fresh
 copies (the release's list aliasing let options accumulate into the context).
 """
 
@@ -23,25 +23,92 @@ LEVELS = ("middle", "high")
 N_CHOICE = 4
 
 
-def read_split(data_dir, split, levels=LEVELS):
-  """[(level, article, question, [4 options], label index)] from RACE/{split}/{level}/*.txt."""
+def _json_type(value):
+  for kind, name in ((bool, "true/false"), (str, "a string"), (dict, "an object"),
+                     (list, "a list"), ((int, float), "a number")):
+    if isinstance(value, kind):
+      return name
+  return "null"
+
+
+def _short(value, limit=40):
+  text = repr(value)
+  return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _read_file(path, level):
+  """The questions of one RACE file; ValueError (one line, naming the file) if it is not one."""
+  def bad(why):
+    return ValueError(f"{path}: not a RACE file ({why})")
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError as e:
+    raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
+  try:
+    doc = json.loads(data.decode("utf-8-sig"))
+  except UnicodeDecodeError as e:
+    raise bad(f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}") from None
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}:{e.lineno}: not a RACE file (not JSON: {e.msg} at column "
+                     f"{e.colno})") from None
+  except RecursionError:
+    raise bad("JSON nested too deeply") from None
+  except ValueError as e:    # e.g. a number too long to convert
+    raise bad(f"not JSON: {_short(str(e), 80)}") from None
+  if not isinstance(doc, dict):
+    raise bad(f"the top level is {_json_type(doc)}, not an object")
+  missing = [k for k in ("article", "questions", "options", "answers") if k not in doc]
+  if missing:
+    raise bad(f"no {', '.join(map(repr, missing))}")
+  if not isinstance(doc["article"], str):
+    raise bad(f"'article' is {_json_type(doc['article'])}, not a string")
+  for key in ("questions", "options", "answers"):
+    if not isinstance(doc[key], list):
+      raise bad(f"{key!r} is {_json_type(doc[key])}, not a list")
+  questions, options, answers = doc["questions"], doc["options"], doc["answers"]
+  if not len(questions) == len(options) == len(answers):
+    raise bad(f"{len(questions)} questions, {len(options)} option lists and {len(answers)} "
+              "answers")
   out = []
+  for k, (question, opts, answer) in enumerate(zip(questions, options, answers)):
+    if not isinstance(question, str):
+      raise bad(f"question {k} is {_json_type(question)}, not a string")
+    if not (isinstance(opts, list) and len(opts) == N_CHOICE
+            and all(isinstance(o, str) for o in opts)):
+      raise bad(f"question {k}: options must be a list of {N_CHOICE} strings, not "
+                f"{_short(opts)}")
+    if not (isinstance(answer, str) and len(answer) == 1 and answer in "ABCD"):
+      raise bad(f"question {k}: answer {_short(answer)} is not one of A, B, C, D")
+    out.append((level, doc["article"], question, list(opts), "ABCD".index(answer)))
+  return out
+
+
+def read_split(data_dir, split, levels=LEVELS, report=print):
+  """[(level, article, question, [4 options], label index)] from RACE/{split}/{level}/*.txt.
+
+  A file that is not a RACE document (not UTF-8 JSON, keys missing or of the wrong type,
+  not 4 options, an answer outside A-D) is an error naming it: official files are regular.
+  Nothing is skipped (long items are cut by `encode`, as the release); `report` gets one
+  summary line (questions per level, files without questions).
+  """
+  out, counts, n_files, empty = [], [], 0, 0
+  root = os.path.join(data_dir, split)
   for level in levels:
-    files = sorted(glob.glob(os.path.join(data_dir, split, level, "*.txt")))
+    files = sorted(glob.glob(os.path.join(root, level, "*.txt")))
+    before = len(out)
     for path in files:
-      try:
-        with open(path, encoding="utf-8") as f:
-          doc = json.load(f)
-        article = doc["article"]
-        for k, (question, options, answer) in enumerate(
-            zip(doc["questions"], doc["options"], doc["answers"])):
-          if len(options) != N_CHOICE or answer not in "ABCD" or len(answer) != 1:
-            raise ValueError(f"question {k}: need 4 options and an answer in A-D")
-          out.append((level, article, question, list(options), "ABCD".index(answer)))
-      except (KeyError, ValueError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a RACE file ({e})") from None
+      items = _read_file(path, level)
+      empty += not items
+      out.extend(items)
+    n_files += len(files)
+    counts.append(f"{level} {len(out) - before:,}")
+  if not n_files:
+    raise FileNotFoundError(f"{root}: no {'/'.join(levels)}/*.txt files")
   if not out:
-    raise FileNotFoundError(f"{os.path.join(data_dir, split)}: no {'/'.join(levels)}/*.txt files")
+    raise ValueError(f"{root}: no questions in {n_files:,} file{'s' * (n_files > 1)}")
+  report(f"{root}: used {len(out):,} questions from {n_files:,} file{'s' * (n_files > 1)} "
+         f"({', '.join(counts)})" + (f"; {empty:,} without questions" if empty else ""))
   return out
 
 
@@ -52,6 +119,10 @@ def encode(tokenizer, items, max_seq_length, max_qa_length=128, model_type="xlne
   seg = np.zeros([n, N_CHOICE, max_seq_length], np.int32)
   mask = np.ones([n, N_CHOICE, max_seq_length], np.float32)
   budget = max_seq_length - layouts.special_count(model_type, pair=True)
+  if budget < 1 or max_qa_length < 1:
+    raise ValueError(f"--max_seq_length={max_seq_length} / --max_qa_length={max_qa_length} "
+                     "leave no room for the question and option")
+  qa_keep = min(max_qa_length, budget)   # question+option keeps its last tokens
   contexts = tokenizer.encode_lines([it[1] for it in items])
   qa_texts = []
   for _, _, question, options, _ in items:
@@ -61,7 +132,8 @@ def encode(tokenizer, items, max_seq_length, max_qa_length=128, model_type="xlne
   qas = tokenizer.encode_lines(qa_texts)
   for i in range(n):
     for c in range(N_CHOICE):
-      qa = list(qas[i * N_CHOICE + c])[-max_qa_length:]
+      qa = list(qas[i * N_CHOICE + c])
+      qa = qa[max(len(qa) - qa_keep, 0):]
       context = list(contexts[i])[:max(budget - len(qa), 0)]
       ids[i, c], seg[i, c], mask[i, c], _, _ = layouts.pack(model_type, tokenizer, context, qa,
                                                             max_seq_length)

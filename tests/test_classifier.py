@@ -50,9 +50,13 @@ def test_glue_readers_and_errors(tmp_path):
   (tmp_path / "dev.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tmaybe\n")
   with pytest.raises(ValueError, match=r"dev.tsv:2: label 'maybe' is not one of"):
     classifier_data.read_split(classifier_data.GLUE["rte"], tmp_path, "dev")
-  (tmp_path / "dev.tsv").write_text("index\tsentence1\n0\ta\n")
-  with pytest.raises(ValueError, match=r"dev.tsv:2: expected at least 3 columns, found 2"):
+  (tmp_path / "dev.tsv").write_text("index\tsentence1\n0\ta\n")   # short lines are skipped
+  with pytest.raises(ValueError, match=r"dev.tsv: no examples \(1 line, skipped 1: 1 with too "
+                                       r"few columns \(first: line 2 has 2 of 4\)\)"):
     classifier_data.read_split(classifier_data.GLUE["rte"], tmp_path, "dev")
+  (tmp_path / "test.tsv").write_text("index\tsentence1\tsentence2\n0\ta\n")  # but not in test
+  with pytest.raises(ValueError, match=r"test.tsv:2: expected at least 3 columns, found 2"):
+    classifier_data.read_split(classifier_data.GLUE["rte"], tmp_path, "test")
   (tmp_path / "train.csv").write_text('"3","Title","Some news, with a comma"\n')
   ex = classifier_data.read_split(classifier_data.TEXT["ag-news"], tmp_path, "train")
   assert ex[0].text_a == "Title Some news, with a comma" and ex[0].label == "3"
@@ -63,6 +67,24 @@ def test_glue_readers_and_errors(tmp_path):
   assert sorted(e.label for e in ex) == ["neg", "pos"] and ex[0].text_a == "Great movie"
   with pytest.raises(ValueError, match="--task_name='glue' is not one of"):
     classifier_data.get_task("glue")
+
+
+def test_glue_reports_what_it_used_and_skipped(tmp_path, capsys):
+  # Official GLUE train/dev files have incomplete lines; like the release, they are skipped,
+  # and one line says how many and why.
+  (tmp_path / "train.tsv").write_text("index\tquestion\tsentence\tlabel\n"
+                                      "0\tWho?\tHim.\tentailment\n1\tWhat?\n\n"
+                                      "2\tWhy?\tBecause.\tnot_entailment\n3\tHow?\tSo.\n")
+  ex = classifier_data.read_split(classifier_data.GLUE["qnli"], tmp_path, "train")
+  assert [(e.guid, e.text_b, e.label) for e in ex] == [
+      ("train-2", "Him.", "entailment"), ("train-5", "Because.", "not_entailment")]
+  assert capsys.readouterr().out == (
+      f"{tmp_path / 'train.tsv'}: used 2 of 5 lines; skipped 3: 2 with too few columns "
+      "(first: line 3 has 2 of 4), 1 blank\n")
+  (tmp_path / "train.csv").write_text('"1","Title","Body"\n\n"2","T","B"\n')
+  classifier_data.read_split(classifier_data.TEXT["dbpedia"], tmp_path, "train")
+  assert capsys.readouterr().out == (f"{tmp_path / 'train.csv'}: used 2 of 3 rows; "
+                                     "skipped 1: 1 blank\n")
 
 
 def test_sts_b_regression_and_mnli_splits(tmp_path, sst2):

@@ -66,6 +66,19 @@ def test_reader_layout_and_no_accumulation(race_dir):
     race.read_split(bad, "dev")
 
 
+def test_reader_summary_line(tmp_path, capsys):
+  for level, n_questions in (("middle", 2), ("middle", 0), ("high", 1)):
+    os.makedirs(tmp_path / "dev" / level, exist_ok=True)
+    k = len(os.listdir(tmp_path / "dev" / level))
+    doc = {"article": "a b c", "questions": ["q"] * n_questions,
+           "options": [["w", "x", "y", "z"]] * n_questions, "answers": ["C"] * n_questions}
+    (tmp_path / "dev" / level / f"{k}.txt").write_text(json.dumps(doc))
+  items = race.read_split(tmp_path, "dev")
+  assert [(it[0], it[4]) for it in items] == [("middle", 2), ("middle", 2), ("high", 2)]
+  assert capsys.readouterr().out == (f"{tmp_path / 'dev'}: used 3 questions from 3 files "
+                                     "(middle 2, high 1); 1 without questions\n")
+
+
 def test_learns_the_toy_task(race_dir, tmp_path):
   d, sp, cfg = race_dir
   args = [sys.executable, "run_race.py", f"--data_dir={d}", f"--sp_model={sp}", "--uncased",
