@@ -102,3 +102,24 @@ def frame(records):
   out[:, 12:12 + m] = records
   out[:, 12 + m:] = masked_crc32c(records).astype("<u4").view(np.uint8).reshape(n, 4)
   return out.tobytes()
+
+
+def unframe(data, record_bytes):
+  """The bytes of a TFRecord file of `record_bytes`-byte records -> uint8 [N, record_bytes].
+
+  Checks the framing and both CRC32Cs of every record (what `frame` writes); raises
+  ValueError saying which record is damaged, or that the size is not a whole number
+  of records (a truncated file).
+  """
+  framed = 12 + record_bytes + 4
+  if len(data) % framed:
+    raise ValueError(f"{len(data):,} bytes is not a whole number of {framed}-byte records "
+                     "(truncated?)")
+  rows = np.frombuffer(data, np.uint8).reshape(-1, framed)
+  head = np.frombuffer(frame(np.zeros([1, record_bytes], np.uint8)), np.uint8)[:12]
+  records = rows[:, 12:12 + record_bytes]
+  crcs = rows[:, 12 + record_bytes:].copy().view("<u4")[:, 0]
+  bad = np.flatnonzero((rows[:, :12] != head).any(axis=1) | (masked_crc32c(records) != crcs))
+  if bad.size:
+    raise ValueError(f"record {bad[0]} of {len(rows)} fails its length or CRC32C check")
+  return records

@@ -191,6 +191,13 @@ def _count(n, unit):
   return f"{n:,} {unit if n == 1 else unit + 's'}"
 
 
+def split_path(spec, data_dir, split):
+  """The file (or, for IMDB, the directory) a split is read from."""
+  if split not in spec.files:
+    raise ValueError(f"task {spec.name} has no {split} split (has {', '.join(spec.files)})")
+  return os.path.join(data_dir, spec.files[split])
+
+
 def read_split(spec, data_dir, split, report=print):
   """The examples of one split ("train", "dev", "test", ...); reports one summary line.
 
@@ -201,9 +208,7 @@ def read_split(spec, data_dir, split, report=print):
   GLUE test file it is an error (the submission needs every index), and so in the CSV
   layouts, which are regular. `report` gets the summary: lines used, skipped and why.
   """
-  if split not in spec.files:
-    raise ValueError(f"task {spec.name} has no {split} split (has {', '.join(spec.files)})")
-  path = os.path.join(data_dir, spec.files[split])
+  path = split_path(spec, data_dir, split)
   if spec.reader == "imdb":
     return _read_imdb(spec, path, report)
   a_col, b_col, label_col = spec.columns[split]

@@ -2,8 +2,9 @@
 
 Rows are laid out per model type (finetuning/layouts.py: XLNet left padded with
 <cls> last, MPNet `<s> A </s></s> B </s>` right padded); input_mask 1 on padding.
-Features are cached under a name carrying the task, split, length, tokenizer
-and model type.
+Features are cached under a name carrying the task, split, length, tokenizer,
+model type and a stamp of the source file(s) (size and modification time), so an
+edited data file is re-read; a cache that fails its size or CRC checks is rebuilt.
 """
 
 import hashlib
@@ -48,11 +49,36 @@ def encode(tokenizer, examples, max_seq_length, label_list, model_type="xlnet"):
   return out
 
 
-def cache_name(task, split, max_seq_length, vocab_path, uncased, model_type="xlnet"):
-  with open(vocab_path, "rb") as f:
+def source_stamp(path):
+  """8 hex digits from the size and modification time of `path` (a file, or every file
+  under a directory); "none" if it does not exist (the reader then says so)."""
+  if not tf.io.gfile.exists(path):
+    return "none"
+  if tf.io.gfile.isdir(path):
+    files = sorted(os.path.join(d, f) for d, _, fs in tf.io.gfile.walk(path) for f in fs)
+  else:
+    files = [path]
+  stats = [(f, tf.io.gfile.stat(f)) for f in files]
+  key = "|".join(f"{f}:{s.length}:{s.mtime_nsec}" for f, s in stats)
+  return hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+def cache_name(task, split, max_seq_length, vocab_path, uncased, model_type="xlnet",
+               source="none"):
+  with tf.io.gfile.GFile(vocab_path, "rb") as f:
     vocab_hash = hashlib.sha256(f.read()).hexdigest()[:10]
   return (f"{task}.{split}.len-{max_seq_length}.vocab-{vocab_hash}."
-          f"{'uncased' if uncased else 'cased'}.{model_type}.tfrecord")
+          f"{'uncased' if uncased else 'cased'}.{model_type}.src-{source}.tfrecord")
+
+
+def check_cache(path, max_seq_length):
+  """ValueError naming `path` unless it holds whole, intact feature records."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  try:
+    tfrecord.unframe(data, _layout(max_seq_length).record_bytes)
+  except ValueError as e:
+    raise ValueError(f"{path}: {e}") from None
 
 
 def _layout(max_seq_length):

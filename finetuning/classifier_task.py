@@ -60,9 +60,16 @@ class ClassifierTask(Task):
   # ---- features ---------------------------------------------------------------------
   def features_path(self, split):
     c = self.config
+    source = classifier_data.split_path(self.spec, c.data_dir, split)
     path = os.path.join(c.cache_dir, classifier_features.cache_name(
         self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,
-        c.model_type))
+        c.model_type, classifier_features.source_stamp(source)))
+    if os.path.exists(path):
+      try:
+        classifier_features.check_cache(path, c.max_seq_length)
+      except ValueError as e:       # a cache is ours to rebuild
+        print(f"rebuilding the feature cache: {e}", flush=True)
+        os.remove(path)
     if not os.path.exists(path):
       examples = classifier_data.read_split(self.spec, c.data_dir, split)
       feats = classifier_features.encode(self.tokenizer, examples, c.max_seq_length,

@@ -244,3 +244,36 @@ def test_resume_from_a_checkpoint_with_a_bad_data_file(tmp_path, recs):
     last = _assert_one_line_error(result, data)
     assert "resume from ckpt-2" in last, last
     assert _checkpoints(tmp_path / damage) == ["ckpt-2.index", "ckpt-4.index"], damage
+
+
+def test_feature_cache_damaged_or_stale_is_rebuilt(tmp_path, text_and_sp, capsys):
+  """A fine-tuning feature cache is ours: truncated or bit-flipped, it is rebuilt (one line
+  says so), never read into a DataLossError; an edited data file gets a fresh cache."""
+  from data_utils.tokenization import Tokenizer
+  from finetuning import classifier_features
+  from finetuning.classifier_task import ClassifierConfig, ClassifierTask
+  _, sp = text_and_sp
+  data = tmp_path / "sst2"
+  data.mkdir()
+  (data / "train.tsv").write_text("sentence\tlabel\n" + "".join(
+      f"{w} film number {k}\t{k % 2}\n" for k, w in enumerate(["good", "bad"] * 6)))
+  cfg = tmp_path / "c.json"
+  cfg.write_text(json.dumps(dict(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=16,
+                                 n_token=Tokenizer(sp, lower=True).vocab_size)))
+  config = ClassifierConfig(task_name="sst-2", data_dir=str(data), sp_model=sp,
+                            cache_dir=str(tmp_path / "cache"), uncased=True, max_seq_length=16)
+  task = ClassifierTask(config, XLNetConfig.from_json(str(cfg)), RunConfig())
+  path = task.features_path("train")
+  good = open(path, "rb").read()
+  classifier_features.check_cache(path, 16)
+  rows = lambda: sum(1 for _ in tf.data.TFRecordDataset(task.features_path("train")))
+  for damaged in (good[:-7], good[:40] + bytes([good[40] ^ 4]) + good[41:]):
+    open(path, "wb").write(damaged)
+    with pytest.raises(ValueError, match=rf"^{path}: .*(truncated|CRC32C)"):
+      classifier_features.check_cache(path, 16)
+    assert rows() == 12
+    assert "rebuilding the feature cache" in capsys.readouterr().out
+    assert open(path, "rb").read() == good
+  with open(data / "train.tsv", "a") as f:
+    f.write("great film again\t1\n")
+  assert task.features_path("train") != path and rows() == 13
