@@ -15,3 +15,10 @@ def text_and_sp(tmp_path_factory):
   directory = str(tmp_path_factory.mktemp("text"))
   text = data_fixtures.make_corpus(directory)
   return text, data_fixtures.make_sp_model(directory, text)
+
+
+@pytest.fixture(scope="session")
+def tok(text_and_sp):
+  """The uncased Tokenizer of `text_and_sp`'s SentencePiece model (800 pieces)."""
+  from data_utils.tokenization import Tokenizer
+  return Tokenizer(text_and_sp[1], lower=True)

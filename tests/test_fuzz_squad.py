@@ -10,7 +10,7 @@ Window flags are drawn too, including impossible ones. Contract: the reader
 works and its output is sane (bounded windows, answers inside their paragraph,
 a prediction for every question), or it raises ValueError / FileNotFoundError
 whose message is one line naming the file (or the flag); never another
-exception, never a hang (an alarm fails the example after 20 s).
+exception, never a hang (an alarm fails the example after 60 s).
 The evaluator must give exactly the numbers of an independent transcription
 of the official v1.1 / v2.0 scripts (below) whenever it gives numbers, and must
 refuse (one line, naming a file) every input on which the official script crashes.
@@ -20,22 +20,17 @@ files, 300 evaluation triples.
 """
 
 import collections
-import contextlib
 import json
 import math
 import re
-import signal
 import string
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, strategies as st
 
-from data_utils import tokenization
 from finetuning import squad, squad_features, squad_metrics
-
-FUZZ = dict(derandomize=True, database=None, deadline=None,
-            suppress_health_check=list(HealthCheck))
+from tests.fuzz_helpers import ERRORS, each_input_bounded, fuzz_settings
 
 # ---- strategies ------------------------------------------------------------------------
 _ANY_CHAR = st.characters(exclude_categories=())      # lone surrogates included
@@ -124,43 +119,24 @@ def file_bytes(draw, obj):
 
 
 # ---- the contract --------------------------------------------------------------------------
-@contextlib.contextmanager
-def no_hang(seconds=20):
-  def fail(*_):
-    raise TimeoutError(f"reader still running after {seconds} s")
-  old = signal.signal(signal.SIGALRM, fail)
-  signal.setitimer(signal.ITIMER_REAL, seconds)
-  try:
-    yield
-  finally:
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, old)
-
-
 def assert_clear_error(error, *names):
+  """check_error, for an error that may name any of several files, or a flag."""
   message = str(error)
-  assert isinstance(error, (ValueError, FileNotFoundError)), repr(error)
-  assert "\n" not in message and message.strip(), repr(message)
+  assert isinstance(error, ERRORS) and "\n" not in message, repr(error)
   assert any(message.startswith(f"{n}:") for n in names) or message.startswith("--"), message
-
-
-@pytest.fixture(scope="module")
-def tok(text_and_sp):
-  return tokenization.Tokenizer(text_and_sp[1], lower=True)
 
 
 def _read(tmp_path, raw, is_training, tok, seq, stride, query):
   path = str(tmp_path / "squad.json")
   with open(path, "wb") as f:
     f.write(raw)
-  with no_hang():
-    try:
-      examples, skipped = squad_features.read_squad(path, is_training)
-      arrays, infos = squad_features.make_features(tok, examples, seq, stride, query,
-                                                   is_training)
-    except Exception as e:  # noqa: BLE001 - the contract is about every exception
-      assert_clear_error(e, path)
-      return None
+  try:
+    examples, skipped = squad_features.read_squad(path, is_training)
+    arrays, infos = squad_features.make_features(tok, examples, seq, stride, query,
+                                                 is_training)
+  except Exception as e:  # noqa: BLE001 - the contract is about every exception
+    assert_clear_error(e, path)
+    return None
   assert skipped >= 0 and examples
   bound = 0
   for k, ex in enumerate(examples):
@@ -177,8 +153,9 @@ def _read(tmp_path, raw, is_training, tok, seq, stride, query):
 _FLAGS = st.tuples(st.integers(4, 48), st.integers(-1, 40), st.integers(0, 24))
 
 
-@settings(max_examples=120, **FUZZ)
+@fuzz_settings(120, deadline_ms=20_000)
 @given(data=squad_like(), flags=_FLAGS, raw=st.data())
+@each_input_bounded
 def test_fuzz_squad_training_files(tmp_path, tok, data, flags, raw):
   out = _read(tmp_path, raw.draw(file_bytes(data)), True, tok, *flags)
   if out is None:
@@ -195,8 +172,9 @@ def test_fuzz_squad_training_files(tmp_path, tok, data, flags, raw):
       assert s == e == cls
 
 
-@settings(max_examples=80, **FUZZ)
+@fuzz_settings(80, deadline_ms=20_000)
 @given(data=squad_like(), flags=_FLAGS, raw=st.data(), seed=st.integers(0, 2**16))
+@each_input_bounded
 def test_fuzz_squad_prediction_files(tmp_path, tok, data, flags, raw, seed):
   out = _read(tmp_path, raw.draw(file_bytes(data)), False, tok, *flags)
   if out is None:
@@ -302,8 +280,9 @@ def eval_inputs(draw):
                                                                                     "2.0"]))
 
 
-@settings(max_examples=300, **FUZZ)
+@fuzz_settings(300, deadline_ms=20_000)
 @given(inputs=eval_inputs(), raw=st.data())
+@each_input_bounded
 def test_fuzz_eval_only_equals_the_official_scripts(tmp_path, inputs, raw):
   data, preds, odds, version = inputs
   files = {}
@@ -320,15 +299,14 @@ def test_fuzz_eval_only_equals_the_official_scripts(tmp_path, inputs, raw):
                                  loaded.get("null_odds")))
   except Exception:  # noqa: BLE001 - any crash of the official script
     expected = None
-  with no_hang():
-    try:
-      got = squad_metrics.evaluate_files(files["data"], files["predictions"],
-                                         files.get("null_odds"), version)
-    except Exception as e:  # noqa: BLE001
-      assert_clear_error(e, *files.values())
-      # refusing is allowed where the official script crashes, or for a malformed data file
-      assert expected is None or "not the SQuAD layout" in str(e) or "no questions" in str(e), e
-      return
+  try:
+    got = squad_metrics.evaluate_files(files["data"], files["predictions"],
+                                       files.get("null_odds"), version)
+  except Exception as e:  # noqa: BLE001
+    assert_clear_error(e, *files.values())
+    # refusing is allowed where the official script crashes, or for a malformed data file
+    assert expected is None or "not the SQuAD layout" in str(e) or "no questions" in str(e), e
+    return
   assert expected is not None, got
   assert got.keys() == expected.keys()
   for k in got:
