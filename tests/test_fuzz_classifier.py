@@ -59,6 +59,23 @@ def glue_case(draw):
   return name, split, draw(file_bytes(valid))
 
 
+def _read(spec, split, data):
+  """`data` as the split's file, read: the examples (after the summary line is checked), or
+  None after the error contract is checked."""
+  with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, spec.files[split])
+    with open(path, "wb") as f:
+      f.write(data)
+    with captured() as out:
+      try:
+        examples = classifier_data.read_split(spec, d, split)
+      except ERRORS as e:
+        check_error(e, path, len(physical_lines(data.decode("utf-8", "replace"))))
+        return None
+    check_summary(out, path, len(examples))
+  return examples
+
+
 def _check_encoded(tok, examples, labels, max_len, model_type):
   """Batch encoding = one-by-one encoding (rows line up with examples); labels in range."""
   feats = classifier_features.encode(tok, examples, max_len, labels, model_type)
@@ -88,18 +105,9 @@ def _check_encoded(tok, examples, labels, max_len, model_type):
 def test_fuzz_glue_tsv(tok, case, max_len, model_type):
   name, split, data = case
   spec = classifier_data.GLUE[name]
-  with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, spec.files[split])
-    with open(path, "wb") as f:
-      f.write(data)
-    n_lines = len(physical_lines(data.decode("utf-8", "replace")))
-    with captured() as out:
-      try:
-        examples = classifier_data.read_split(spec, d, split)
-      except ERRORS as e:
-        check_error(e, path, n_lines)
-        return
-    check_summary(out, path, len(examples))
+  examples = _read(spec, split, data)
+  if examples is None:
+    return
   text = data.decode("utf-8-sig")           # what was read must have been UTF-8
   lines = physical_lines(text)
   a, b, label_col = spec.columns[split]
@@ -150,18 +158,10 @@ def csv_case(draw):
 def test_fuzz_text_classification_csv(tok, case, max_len, model_type):
   name, split, data = case
   spec = classifier_data.TEXT[name]
-  with tempfile.TemporaryDirectory() as d:
-    path = os.path.join(d, spec.files[split])
-    with open(path, "wb") as f:
-      f.write(data)
-    n_lines = len(physical_lines(data.decode("utf-8", "replace")))
-    with captured() as out:
-      try:
-        examples = classifier_data.read_split(spec, d, split)
-      except ERRORS as e:
-        check_error(e, path, n_lines)
-        return
-    check_summary(out, path, len(examples))
+  examples = _read(spec, split, data)
+  if examples is None:
+    return
+  n_lines = len(physical_lines(data.decode("utf-8", "replace")))
   unquoted = data.decode("utf-8-sig").replace('"', "")
   for ex in examples:
     assert ex.label in spec.labels and ex.text_b is None
