@@ -58,6 +58,7 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
+  trainer_lib.configure_determinism(FLAGS.deterministic)
   model_dir = FLAGS.model_dir or FLAGS.output_dir
   for name, value in (("task_name", FLAGS.task_name), ("data_dir", FLAGS.data_dir),
                       ("model_dir", model_dir),

@@ -66,6 +66,7 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
+  trainer_lib.configure_determinism(FLAGS.deterministic)
   model_dir = FLAGS.model_dir or FLAGS.output_dir
   for name, value in (("record_dir", FLAGS.record_dir), ("model_dir", model_dir),
                       ("model_config_path", FLAGS.model_config_path)):

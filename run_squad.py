@@ -87,6 +87,7 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
+  trainer_lib.configure_determinism(FLAGS.deterministic)
   try:
     if FLAGS.do_eval_only:
       return _eval_only()

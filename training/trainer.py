@@ -75,6 +75,35 @@ def configure_xla(mode):
     tf.config.optimizer.set_jit("autoclustering")
 
 
+def configure_determinism(enabled):
+  """--deterministic: TensorFlow's op determinism (ops pick deterministic kernels or raise;
+  tf.data keeps element order). Call before TensorFlow runs its first op, next to
+  configure_xla. Everything else a rerun needs is already fixed: records are read in order,
+  fine-tuning shuffles are seeded, dropout draws from checkpointed seeded generators, and the
+  data position of a resumed run is its step."""
+  if enabled:
+    tf.config.experimental.enable_op_determinism()
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+# Test hook (tests/test_deterministic.py): with PAUSE_BEFORE_PUBLISH_ENV=STEP in the environment,
+# once the files of checkpoint STEP are complete the trainer logs "checkpoint written, not yet
+# published: PATH" and sleeps (10 minutes) before tf.train.CheckpointManager names it in its
+# `checkpoint` state file (the manager runs write callbacks in order, its own last), so a test
+# can SIGKILL the run inside that window. Unset: no callback, no pause.
+PAUSE_BEFORE_PUBLISH_ENV = "TRAINER_TEST_PAUSE_BEFORE_PUBLISH"
+
+
+def _save_options(step, log):
+  if os.environ.get(PAUSE_BEFORE_PUBLISH_ENV) != str(step):
+    return None
+
+  def pause_before_publish(path):
+    log(f"checkpoint written, not yet published: {path}")
+    time.sleep(600)
+  return tf.train.CheckpointOptions(experimental_write_callbacks=[pause_before_publish])
+
+
 def compile_step(mode):
   """Decorator: tf.function compiled as --xla=`mode` says (see XLA_MODES)."""
   configure_xla(mode)
@@ -239,7 +268,7 @@ class Trainer:
                f"{elapsed / n:.2f}s/step {rate:,.0f} tokens/s ETA {eta:.0f}s")
       if step % self.save_every == 0 or step == self.train_steps:
         self._save_state(state)
-        path = self.manager.save(checkpoint_number=step)
+        path = self.manager.save(checkpoint_number=step, options=_save_options(step, self.log))
         self.log(f"saved {path}")
         if getattr(self.task, "evaluate", None):
           self._evaluate(step)
