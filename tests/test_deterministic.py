@@ -51,8 +51,8 @@ def differences(a, b):
   return [n for n in sorted(names) if not np.array_equal(ra.get_tensor(n), rb.get_tensor(n))]
 
 
-def assert_same_bytes(a, b):
-  assert differences(a, b) == [], f"{a} and {b} differ"
+def assert_same_bytes(a, b, context=""):
+  assert differences(a, b) == [], f"{a} and {b} differ {context}"
   for suffix in (".index", ".data-00000-of-00001"):       # and so do the files, byte for byte
     with open(a + suffix, "rb") as fa, open(b + suffix, "rb") as fb:
       assert fa.read() == fb.read(), f"{a}{suffix} and {b}{suffix} differ in bytes"
@@ -73,11 +73,11 @@ def run_all(commands, cwd=ROOT, timeout=300):
 
 
 class Run:
-  """run_pretrain.py in the background, its stdout lines collected as they come."""
+  """A script in the background, its output lines (stdout and stderr) collected as they come."""
 
   def __init__(self, command, env=None):
     self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True, env=env or ENV)
+                                 stderr=subprocess.STDOUT, text=True, env=env or ENV)
     self.lines, self.cond = [], threading.Condition()
     threading.Thread(target=self._read, daemon=True).start()
 
@@ -91,32 +91,50 @@ class Run:
       self.cond.notify_all()
 
   def wait_for(self, predicate, timeout=240):
-    """The first line satisfying `predicate`, or None if the run ended without one."""
+    """The first line satisfying `predicate`; fails if the run ends without one."""
     deadline = time.time() + timeout
     seen = 0
     with self.cond:
       while True:
         for line in self.lines[seen:]:
           if line is None:
-            return None
+            pytest.fail(f"ended (rc {self.proc.wait()}) without the line: {self.lines[-20:-1]}")
           if predicate(line):
             return line
         seen = len(self.lines)
         assert self.cond.wait(deadline - time.time()), f"no such line in {timeout}s: {self.lines}"
 
   def kill(self):
+    """SIGKILL; returns where it landed (the last line logged)."""
     self.proc.send_signal(signal.SIGKILL)
     self.proc.wait(60)
+    trainer_lines = ("step ", "saved ", "resumed ", "checkpoint written", "exported ")
+    with self.cond:
+      return next((l[:40] for l in reversed(self.lines) if l and l.startswith(trainer_lines)),
+                  "start-up (nothing logged)")
 
   def finish(self, timeout=240):
     self.proc.wait(timeout)
-    self.wait_for(lambda line: False)         # all output read
+    with self.cond:
+      while self.lines[-1:] != [None]:        # all output read
+        self.cond.wait(10)
     return self.proc.returncode
 
 
-def test_sigkill_at_random_moments_then_rerun_ends_bit_identical(tmp_path, pretrain_args):
+@pytest.fixture
+def launch():
+  """Starts Runs; none is left running after the test, whatever happens."""
+  runs = []
+  yield lambda command, env=None: runs.append(Run(command, env)) or runs[-1]
+  for run in runs:
+    run.proc.kill()
+    run.proc.wait()
+
+
+def test_sigkill_at_random_moments_then_rerun_ends_bit_identical(tmp_path, pretrain_args,
+                                                                 launch):
   rng = random.Random(21)
-  reference = Run(pretrain_args(tmp_path / "ref"))      # never interrupted, alongside
+  reference = launch(pretrain_args(tmp_path / "ref"))   # never interrupted, alongside
   cut = tmp_path / "cut"
   ckpt = lambda step: str(cut / "ckpt" / f"ckpt-{step}")
 
@@ -124,38 +142,39 @@ def test_sigkill_at_random_moments_then_rerun_ends_bit_identical(tmp_path, pretr
   # does not name them yet (trainer.PAUSE_BEFORE_PUBLISH_ENV holds the run there). Killed there,
   # then its data file is cut in half, as if the kill had come while it was being written.
   k = rng.choice(range(2 * SAVE_EVERY, STEPS - SAVE_EVERY, SAVE_EVERY))
-  run = Run(pretrain_args(cut), env=dict(ENV, **{trainer.PAUSE_BEFORE_PUBLISH_ENV: str(k)}))
-  assert run.wait_for(lambda line: line.endswith(f"not yet published: {ckpt(k)}"))
+  run = launch(pretrain_args(cut), env=dict(ENV, **{trainer.PAUSE_BEFORE_PUBLISH_ENV: str(k)}))
+  run.wait_for(lambda line: line.endswith(f"not yet published: {ckpt(k)}"))
+  assert os.path.exists(ckpt(k) + ".index")
   assert tf.train.latest_checkpoint(str(cut / "ckpt")) == ckpt(k - SAVE_EVERY)
-  run.kill()
+  kills = [run.kill()]
   data = ckpt(k) + ".data-00000-of-00001"
   os.truncate(data, os.path.getsize(data) // 2)
 
   # 2. While training: right after the log line of a seeded-random step (the next steps or a
   # checkpoint write are under way). The rerun resumes from the last published checkpoint.
   step = rng.randrange(k + 2, STEPS - 2, 2)
-  run, start = Run(pretrain_args(cut)), time.time()
+  run, start = launch(pretrain_args(cut)), time.time()
   assert run.wait_for(lambda line: line.startswith("resumed from")) == (
       f"resumed from {ckpt(k - SAVE_EVERY)} at step {k - SAVE_EVERY}")   # never the torn ckpt-K
-  assert run.wait_for(lambda line: line.startswith(f"step {step}/"))
-  run.kill()
+  run.wait_for(lambda line: line.startswith(f"step {step}/"))
+  kills.append(run.kill())
   to_step = time.time() - start
 
   # 3. At a seeded-random moment around the end of start-up and compilation (from 70% to 110% of
   # the time the last run took to reach that step): loading, compiling, a step or a save.
-  run = Run(pretrain_args(cut))
+  run = launch(pretrain_args(cut))
   time.sleep(rng.uniform(0.7, 1.1) * to_step)
-  run.kill()
+  kills.append(run.kill())
 
   # The same command again, until it completes.
   for _ in range(3):
-    if Run(pretrain_args(cut)).finish() == 0:
+    if launch(pretrain_args(cut)).finish() == 0:
       break
   else:
-    pytest.fail("the rerun after the kills does not complete")
+    pytest.fail(f"the rerun after kills at {kills} does not complete")
   assert reference.finish() == 0
   final = lambda d: str(tmp_path / d / "ckpt" / f"ckpt-{STEPS}")
-  assert_same_bytes(final("cut"), final("ref"))
+  assert_same_bytes(final("cut"), final("ref"), f"killed after: {kills}")
   # the comparison sees a difference where there is one (two checkpoints of one run)
   assert differences(final("ref"), str(tmp_path / "ref" / "ckpt" / f"ckpt-{STEPS - 4}"))
 

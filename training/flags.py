@@ -32,13 +32,13 @@ def define_training_flags(learning_rate=2e-5, train_steps=1000, warmup_steps=0, 
                     "(fastest with --use_bfloat16 on a CPU whose TensorFlow uses oneDNN); "
                     "off = plain tf.function.")
   flags.DEFINE_bool("deterministic", False,
-                    "Bit-identical reruns: the same command (and a run killed and rerun) ends "
-                    "with the same bytes in every checkpoint. Turns on TensorFlow's op "
-                    "determinism (tf.config.experimental.enable_op_determinism), which makes "
-                    "the input pipeline's parallel maps keep their order and ops without a "
-                    "deterministic kernel raise an error. Costs little on one CPU (see "
-                    "training/trainer.py configure_determinism); only holds on the same "
-                    "machine, TensorFlow version and flags.")
+                    "Bit-identical reruns: the same command, and a run killed and rerun with "
+                    "it, end with the same bytes in every checkpoint. Turns on TensorFlow's op "
+                    "determinism (deterministic kernels; an op without one raises) and runs one "
+                    "op at a time (one inter-op thread; each op still uses every core). Costs "
+                    "5-15% of the step speed on a 2-core CPU (README, Reliability) and changes "
+                    "the last bits of the numbers (summation order), so runs with and without "
+                    "it differ. Holds on the same machine, TensorFlow version and flags.")
 
 
 def optimizer_kwargs(flag_values=flags.FLAGS):

@@ -77,10 +77,13 @@ def configure_xla(mode):
 
 def configure_determinism(enabled):
   """--deterministic: TensorFlow's op determinism (ops pick deterministic kernels or raise;
-  tf.data keeps element order). Call before TensorFlow runs its first op, next to
-  configure_xla. Everything else a rerun needs is already fixed: records are read in order,
-  fine-tuning shuffles are seeded, dropout draws from checkpointed seeded generators, and the
-  data position of a resumed run is its step."""
+  tf.data keeps element order) and one inter-op thread. Op determinism alone is not enough
+  outside full XLA: kernels of consecutive steps of a host loop then run concurrently and two
+  runs drift apart by 1e-6 to 1e-4 within 120 steps (measured, --xla=off, 2 cores); one op at
+  a time removes that. Call before TensorFlow runs its first op, next to configure_xla.
+  Everything else a rerun needs is already fixed: records are read in order, fine-tuning
+  shuffles are seeded, dropout draws from checkpointed seeded generators, and the data
+  position of a resumed run is its step."""
   if enabled:
     tf.config.experimental.enable_op_determinism()
     tf.config.threading.set_inter_op_parallelism_threads(1)
