@@ -69,7 +69,7 @@ class InputError(ValueError):
     self.which = which
 
 
-def _check_inputs(dataset, predictions, na_probs=None):
+def _check_inputs(dataset, predictions):
   """The questions; InputError where the official scripts would raise a traceback."""
   try:
     if not isinstance(dataset, list):
@@ -93,21 +93,26 @@ def _check_inputs(dataset, predictions, na_probs=None):
   if bad is not None:
     raise InputError("predictions", f"the prediction for {bad!r} is {predictions[bad]!r:.40}, "
                      "not a string")
-  if na_probs is not None:
-    if not isinstance(na_probs, dict):
-      raise InputError("null_odds", "no-answer probabilities must be a JSON object "
-                       "{question id: number}")
-    bad = next((k for k, v in na_probs.items() if not isinstance(v, (int, float))), None)
-    if bad is not None:
-      raise InputError("null_odds", f"the no-answer probability of {bad!r} is "
-                       f"{na_probs[bad]!r:.40}, not a number")
   return qas
+
+
+def _check_null_odds(na_probs):
+  if not isinstance(na_probs, dict):
+    raise InputError("null_odds", "no-answer probabilities must be a JSON object "
+                     "{question id: number}")
+  bad = next((k for k, v in na_probs.items() if not isinstance(v, (int, float))), None)
+  if bad is not None:
+    raise InputError("null_odds", f"the no-answer probability of {bad!r} is "
+                     f"{na_probs[bad]!r:.40}, not a number")
 
 
 def evaluate_v1(dataset, predictions):
   """The official v1.1 script: {"exact_match", "f1"} in percent; a question
   without a prediction scores 0."""
-  qas = _check_inputs(dataset, predictions)
+  return _score_v1(_check_inputs(dataset, predictions), predictions)
+
+
+def _score_v1(qas, predictions):
   em = f1 = total = 0
   for qa in qas:
     total += 1
@@ -149,7 +154,12 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
   (the official script fails with a KeyError otherwise; here a one-line
   ValueError), and with `na_probs` every predicted question a probability.
   """
-  qas = _check_inputs(dataset, predictions, na_probs)
+  return _score_v2(_check_inputs(dataset, predictions), predictions, na_probs, na_prob_thresh)
+
+
+def _score_v2(qas, predictions, na_probs, na_prob_thresh=1.0):
+  if na_probs is not None:
+    _check_null_odds(na_probs)
   has_ans, exact_raw, f1_raw = {}, {}, {}
   for qa in qas:
     has_ans[qa["id"]] = bool(qa["answers"])
@@ -163,8 +173,9 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
     f1_raw[qid] = max(f1_v2(g, pred) for g in golds)
   missing = [k for k in has_ans if k not in exact_raw]
   if missing:
-    raise InputError("predictions", f"no prediction for {len(missing)} of {len(has_ans)} questions (first: "
-                     f"{missing[0]!r}); the official v2.0 script stops on this too")
+    raise InputError("predictions", f"no prediction for {len(missing)} of {len(has_ans)} "
+                     f"questions (first: {missing[0]!r}); the official v2.0 script stops on "
+                     "this too")
   given = na_probs is not None
   na_probs = na_probs if given else {k: 0.0 for k in predictions}
   unscored = next((k for k in exact_raw if k not in na_probs), None)
@@ -226,8 +237,6 @@ def evaluate_files(data_file, pred_file, na_prob_file=None, version=None):
     qas = _check_inputs(data["data"], preds)
     if version is None:
       version = "2.0" if any(qa.get("is_impossible") or not qa["answers"] for qa in qas) else "1.1"
-    if version == "1.1":
-      return evaluate_v1(data["data"], preds)
-    return evaluate_v2(data["data"], preds, na)
+    return _score_v1(qas, preds) if version == "1.1" else _score_v2(qas, preds, na)
   except InputError as e:
     raise ValueError(f"{files[e.which]}: {e}") from None
