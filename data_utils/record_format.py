@@ -120,9 +120,10 @@ class RecordParams:
     return f"{INFO_PREFIX}{split}-{shard:05d}.{self.tag()}.json"
 
 
-def sha256(path, chunk=1 << 20):
+def sha256(path, chunk=8 << 20):
+  """Hex SHA-256 of a file (local, or any tf.io.gfile URL)."""
   h = hashlib.sha256()
-  with open(path, "rb") as f:
+  with (_gfile().GFile(path, "rb") if "://" in path else open(path, "rb")) as f:
     for block in iter(lambda: f.read(chunk), b""):
       h.update(block)
   return h.hexdigest()
@@ -231,16 +232,6 @@ def load_info(path):
   return info, params
 
 
-def sha256_gfile(path, chunk=8 << 20):
-  h = hashlib.sha256()
-  with _gfile().GFile(path, "rb") as f:
-    while True:
-      block = f.read(chunk)
-      if not block:
-        return h.hexdigest()
-      h.update(block)
-
-
 def verify_records(files_and_infos, mode="auto"):
   """Checks record files against their record-info (see find_records for `mode`).
 
@@ -264,7 +255,7 @@ def verify_records(files_and_infos, mode="auto"):
     return
   jobs = [(path, info_path, info["sha256"]) for path, info_path, info in files_and_infos]
   with concurrent.futures.ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-    digests = list(pool.map(lambda job: sha256_gfile(job[0]), jobs))   # hashlib frees the GIL
+    digests = list(pool.map(lambda job: sha256(job[0]), jobs))   # hashlib frees the GIL
   for (path, info_path, want), got in zip(jobs, digests):
     if got != want:
       raise ValueError(f"{path}: sha256 {got[:12]}... differs from its record-info's "
@@ -357,10 +348,7 @@ def explain_data_loss(record_dir, split, message):
       bad.append((path, start, size))
   for size, group in rows.items():   # one lockstep CRC pass per record size
     block = np.frombuffer(b"".join(raw for _, _, raw in group), np.uint8).reshape(-1, size)
-    stored = block[:, [8, 9, 10, 11, -4, -3, -2, -1]].copy().view("<u4")
-    ok = ((block[:, :8].copy().view("<u8")[:, 0] == size - 16)
-          & (tfrecord.masked_crc32c(block[:, :8]) == stored[:, 0])
-          & (tfrecord.masked_crc32c(block[:, 12:-4]) == stored[:, 1]))
+    ok = tfrecord.intact(block)
     bad.extend((path, start, size) for (path, start, _), good in zip(group, ok) if not good)
   order = {path: k for k, (path, _) in enumerate(candidates)}
   bad.sort(key=lambda item: order[item[0]])

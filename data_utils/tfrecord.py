@@ -104,6 +104,15 @@ def frame(records):
   return out.tobytes()
 
 
+def intact(rows):
+  """uint8 [N, 16 + M] framed records -> bool [N]: length field says M, both CRC32Cs match."""
+  m = rows.shape[1] - 16
+  stored = rows[:, [8, 9, 10, 11, -4, -3, -2, -1]].copy().view("<u4")
+  return ((rows[:, :8].copy().view("<u8")[:, 0] == m)
+          & (masked_crc32c(rows[:, :8]) == stored[:, 0])
+          & (masked_crc32c(rows[:, 12:-4]) == stored[:, 1]))
+
+
 def unframe(data, record_bytes):
   """The bytes of a TFRecord file of `record_bytes`-byte records -> uint8 [N, record_bytes].
 
@@ -116,10 +125,7 @@ def unframe(data, record_bytes):
     raise ValueError(f"{len(data):,} bytes is not a whole number of {framed}-byte records "
                      "(truncated?)")
   rows = np.frombuffer(data, np.uint8).reshape(-1, framed)
-  head = np.frombuffer(frame(np.zeros([1, record_bytes], np.uint8)), np.uint8)[:12]
-  records = rows[:, 12:12 + record_bytes]
-  crcs = rows[:, 12 + record_bytes:].copy().view("<u4")[:, 0]
-  bad = np.flatnonzero((rows[:, :12] != head).any(axis=1) | (masked_crc32c(records) != crcs))
+  bad = np.flatnonzero(~intact(rows))
   if bad.size:
     raise ValueError(f"record {bad[0]} of {len(rows)} fails its length or CRC32C check")
-  return records
+  return rows[:, 12:12 + record_bytes]
