@@ -56,6 +56,7 @@ class ClassifierTask(Task):
     eval_metrics = metrics.task_metrics(self.spec.name, [0, 1], [0, 1])
     self.main_metric = next(iter(eval_metrics))
     os.makedirs(config.cache_dir, exist_ok=True)
+    self._checked = set()     # (cache path, size, mtime) already checked in this process
 
   # ---- features ---------------------------------------------------------------------
   def features_path(self, split):
@@ -64,7 +65,8 @@ class ClassifierTask(Task):
     path = os.path.join(c.cache_dir, classifier_features.cache_name(
         self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,
         c.model_type, classifier_features.source_stamp(source)))
-    if os.path.exists(path):
+    stamp = lambda: (path, os.stat(path).st_size, os.stat(path).st_mtime_ns)
+    if os.path.exists(path) and stamp() not in self._checked:   # each evaluation calls this
       try:
         classifier_features.check_cache(path, c.max_seq_length)
       except ValueError as e:       # a cache is ours to rebuild
@@ -75,6 +77,7 @@ class ClassifierTask(Task):
       feats = classifier_features.encode(self.tokenizer, examples, c.max_seq_length,
                                          self.spec.labels, c.model_type)
       classifier_features.write_cache(path, feats)
+    self._checked.add(stamp())
     return path
 
   def _dataset(self, split, batch_size, train):
