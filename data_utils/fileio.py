@@ -1,0 +1,181 @@
+"""File access for every path a user names: a local path or any `tf.io.gfile` URL.
+
+`gs://bucket/...` on Cloud TPUs, TensorFlow's in-memory `ram://` in the tests: both go through
+`tf.io.gfile`, so a path that works in the tests works on a bucket. Every reader, writer and
+entry script opens, lists, globs, renames and creates user paths through this module, never
+through `open`, `os.path.exists`, `glob` or `os.makedirs` (which turn `gs://b/x` into a local
+folder named `gs:`).
+
+In ram:// tests give sibling directories names that are not prefixes of each other: its
+`exists`/`isdir` answer True for any prefix of an existing name.
+
+Path strings are joined and split with `posixpath` (URLs always use "/"), never made absolute.
+
+Atomic publication: `atomic_write(path)` writes `PATH.tmp-<pid>-<random>` and renames it to PATH
+when the block ends without an exception (on a bucket the rename is a copy and a delete, so a
+reader still never sees a partial PATH: it appears whole or not at all). A killed run leaves
+only a `.tmp-` object, which no reader matches and `remove_stale_tmp` deletes.
+
+TensorFlow is imported on first use, so the text-to-records writer's worker processes that
+never touch a URL stay light.
+"""
+
+import contextlib
+import io
+import os
+import posixpath
+import uuid
+
+TMP_MARK = ".tmp-"
+
+
+def gfile():
+  import tensorflow as tf  # noqa: PLC0415 (deferred: see the module docstring)
+  return tf.io.gfile
+
+
+def is_url(path):
+  return "://" in str(path)
+
+
+def join(*parts):
+  return posixpath.join(*[str(p) for p in parts])
+
+
+def basename(path):
+  return posixpath.basename(str(path).rstrip("/"))
+
+
+def dirname(path):
+  return posixpath.dirname(str(path).rstrip("/"))
+
+
+def exists(path):
+  return gfile().exists(path)
+
+
+def isdir(path):
+  return gfile().isdir(path)
+
+
+def makedirs(path):
+  if path:
+    gfile().makedirs(path)
+
+
+def listdir(path):
+  """Sorted names in directory PATH. Through glob: TensorFlow's ram:// listdir also returns the
+  tails of siblings that merely start with PATH's name (ram://d/b lists ig.bin of ram://d/big.bin)."""
+  return sorted(basename(p) for p in gfile().glob(join(path, "*")))
+
+
+def glob(pattern):
+  """Sorted matches of one pattern (`*`, `?`, `[...]`), local or URL."""
+  return sorted(gfile().glob(pattern))
+
+
+def walk(path):
+  return gfile().walk(path)
+
+
+def size(path):
+  return gfile().stat(path).length
+
+
+def mtime_ns(path):
+  return gfile().stat(path).mtime_nsec
+
+
+def remove(path):
+  gfile().remove(path)
+
+
+def rmtree(path):
+  gfile().rmtree(path)
+
+
+def rename(src, dst, overwrite=True):
+  gfile().rename(src, dst, overwrite=overwrite)
+
+
+def copy(src, dst, overwrite=True):
+  gfile().copy(src, dst, overwrite=overwrite)
+
+
+def read_bytes(path):
+  with gfile().GFile(path, "rb") as f:
+    return f.read()
+
+
+def read_text(path, encoding="utf-8", errors="strict"):
+  """The whole file as text with universal newlines (as the builtin `open` reads it)."""
+  with open_text(path, encoding=encoding, errors=errors) as f:
+    return f.read()
+
+
+class _RawGFile(io.RawIOBase):
+  """A GFile opened for reading, as the raw stream `io.BufferedReader` expects."""
+
+  def __init__(self, path):
+    super().__init__()
+    self._f = gfile().GFile(path, "rb")
+
+  def readable(self):
+    return True
+
+  def readinto(self, buffer):
+    data = self._f.read(len(buffer))
+    buffer[:len(data)] = data
+    return len(data)
+
+  def close(self):
+    if not self.closed:
+      self._f.close()
+    super().close()
+
+
+def open_binary(path):
+  """A buffered binary reader of PATH (local or URL)."""
+  return io.BufferedReader(_RawGFile(path), buffer_size=1 << 20)
+
+
+def open_text(path, encoding="utf-8", errors="strict", newline=None):
+  """A text reader of PATH with the builtin `open`'s newline handling (local or URL)."""
+  return io.TextIOWrapper(open_binary(path), encoding=encoding, errors=errors, newline=newline)
+
+
+def tmp_name(path):
+  return f"{path}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="w"):
+  """Write PATH under a temporary name; rename to PATH only if the block completes."""
+  tmp = tmp_name(path)
+  makedirs(dirname(path))
+  try:
+    with gfile().GFile(tmp, mode) as f:
+      yield f
+    rename(tmp, path, overwrite=True)
+  except BaseException:
+    with contextlib.suppress(Exception):
+      if exists(tmp):
+        remove(tmp)
+    raise
+
+
+def write_atomic(path, data):
+  """PATH holds DATA (str or bytes), published whole or not at all."""
+  with atomic_write(path, "wb" if isinstance(data, bytes) else "w") as f:
+    f.write(data)
+
+
+def remove_stale_tmp(directory, prefix=""):
+  """Delete `.tmp-` leftovers of killed runs in DIRECTORY whose names start with PREFIX."""
+  if not exists(directory):
+    return 0
+  stale = [n for n in listdir(directory) if n.startswith(prefix) and TMP_MARK in n]
+  for name in stale:
+    with contextlib.suppress(Exception):
+      remove(join(directory, name))
+  return len(stale)
