@@ -12,6 +12,9 @@ decided here, once; the training input pipeline only expands them.
 
 A rerun skips shards already complete; --num_tasks/--task split the shards over
 machines. The bytes written depend on --seed, never on the number of workers.
+--input_glob, --sp_model and --output_dir may be local paths or tf.io.gfile URLs (gs://...):
+each shard's records are written straight to --output_dir under a temporary name and renamed,
+its record-info last, so a rerun skips finished shards and never sees a partial one.
 """
 
 import os

@@ -32,7 +32,7 @@ import re
 
 import numpy as np
 
-from data_utils import tfrecord
+from data_utils import fileio, tfrecord
 
 FEATURES = ("input_ids", "perm", "is_masked", "meta")
 SPAN_MODES = ("word", "piece", "single")
@@ -123,29 +123,29 @@ class RecordParams:
 def sha256(path, chunk=8 << 20):
   """Hex SHA-256 of a file (local, or any tf.io.gfile URL)."""
   h = hashlib.sha256()
-  with (_gfile().GFile(path, "rb") if "://" in path else open(path, "rb")) as f:
+  with (fileio.open_binary(path) if fileio.is_url(path) else open(path, "rb")) as f:
     for block in iter(lambda: f.read(chunk), b""):
       h.update(block)
   return h.hexdigest()
 
 
-def write_info(path, params, split, shard, record_file, num_batch, extra):
-  """The JSON record-info of one shard (written atomically)."""
-  info = {"params": dataclasses.asdict(params), "split": split, "shard": shard,
-          "record_file": record_file and os.path.basename(record_file), "num_batch": num_batch,
+def make_info(params, split, shard, record_name, data, num_batch, extra):
+  """The record-info of one shard whose record file (named `record_name`) holds `data` (the
+  file's bytes; None when the shard was too short for one batch and has no file)."""
+  return {"params": dataclasses.asdict(params), "split": split, "shard": shard,
+          "record_file": record_name or None, "num_batch": num_batch,
           "num_records": num_batch * params.bsz_per_host,
-          "bytes": record_file and os.path.getsize(record_file),
-          "sha256": record_file and sha256(record_file), **extra}
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w") as f:
-    json.dump(info, f, indent=1, sort_keys=True)
-  os.replace(tmp, path)
-  return info
+          "bytes": None if data is None else len(data),
+          "sha256": None if data is None else hashlib.sha256(data).hexdigest(), **extra}
+
+
+def info_text(info):
+  return json.dumps(info, indent=1, sort_keys=True)
 
 
 def read_info(path):
-  with open(path) as f:
-    return json.load(f)
+  """A record-info as written (no checks: see load_info); local path or URL."""
+  return json.loads(fileio.read_text(path))
 
 
 # Parameters that training sets through its own flags; the rest (alpha, beta,
@@ -154,18 +154,13 @@ TRAINING_KEYS = ("seq_len", "reuse_len", "num_predict", "bsz_per_host", "num_cor
                  "bi_data", "vocab_size")
 
 # ---- training side: finding and checking records ----------------------------------------------
-# Every path here may be gs://...: file access goes through tf.io.gfile (imported on first use,
-# so that the writer above stays free of TensorFlow).
+# Every path here may be gs://...: file access goes through data_utils/fileio.py (TensorFlow is
+# imported on first use, so that the writer above stays free of it).
 
 VERIFY_MODES = ("auto", "sha256", "size")
 AUTO_SHA256_BYTES = 4 << 30      # --verify_records=auto hashes totals up to this (~3 s at 1.4 GB/s)
 REWRITE = "delete it and rerun data_utils/create_pretrain_data.py to rewrite it"
 _PARAM_TYPES = {f.name: type(f.default) for f in dataclasses.fields(RecordParams)}
-
-
-def _gfile():
-  import tensorflow as tf
-  return tf.io.gfile
 
 
 def framed_record_bytes(params):
@@ -181,15 +176,15 @@ def load_info(path):
   """
   import tensorflow as tf
   try:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      info = json.loads(f.read().decode("utf-8"))
+    info = json.loads(fileio.read_bytes(path).decode("utf-8"))
   except json.JSONDecodeError as e:
     raise ValueError(f"{path}: record-info is not valid JSON ({e.msg} at line {e.lineno} "
                      f"column {e.colno}; truncated?); {REWRITE}") from None
   except UnicodeDecodeError:
     raise ValueError(f"{path}: record-info is not UTF-8 text; {REWRITE}") from None
-  except tf.errors.OpError as e:
-    raise ValueError(f"{path}: record-info unreadable ({e.message.splitlines()[0]})") from None
+  except (tf.errors.OpError, OSError) as e:
+    message = e.message if isinstance(e, tf.errors.OpError) else str(e)
+    raise ValueError(f"{path}: record-info unreadable ({message.splitlines()[0]})") from None
 
   def bad(what):
     raise ValueError(f"{path}: record-info {what}; {REWRITE}")
@@ -239,15 +234,14 @@ def verify_records(files_and_infos, mode="auto"):
   """
   if mode not in VERIFY_MODES:
     raise ValueError(f"--verify_records={mode}: expected one of {', '.join(VERIFY_MODES)}")
-  gfile = _gfile()
   total = 0
   for path, info_path, info in files_and_infos:
-    if not gfile.exists(path):
-      raise FileNotFoundError(f"{path}: listed in {os.path.basename(info_path)} but not found; "
+    if not fileio.exists(path):
+      raise FileNotFoundError(f"{path}: listed in {fileio.basename(info_path)} but not found; "
                               "rerun data_utils/create_pretrain_data.py to rewrite it")
-    size = gfile.stat(path).length
+    size = fileio.size(path)
     if size != info["bytes"]:
-      raise ValueError(f"{path}: {size:,} bytes but {os.path.basename(info_path)} says "
+      raise ValueError(f"{path}: {size:,} bytes but {fileio.basename(info_path)} says "
                        f"{info['bytes']:,} ({'truncated' if size < info['bytes'] else 'altered'}); "
                        f"{REWRITE}")
     total += size
@@ -273,8 +267,7 @@ def find_records(record_dir, split="train", verify="size", **expected):
   Returns (params, [record paths], total batches). Raises FileNotFoundError or ValueError with
   one line saying what is there and what differs.
   """
-  gfile = _gfile()
-  infos = sorted(gfile.glob(os.path.join(record_dir, f"{INFO_PREFIX}{split}-*.json")))
+  infos = fileio.glob(fileio.join(record_dir, f"{INFO_PREFIX}{split}-*.json"))
   if not infos:
     raise FileNotFoundError(
         f"{record_dir}: no {INFO_PREFIX}{split}-*.json (was data_utils/create_pretrain_data.py "
@@ -293,16 +286,16 @@ def find_records(record_dir, split="train", verify="size", **expected):
   if not matching:
     path, diff = first_diff
     raise ValueError(f"{record_dir}: {len(infos)} record files, none matching: "
-                     f"{os.path.basename(path)} has {', '.join(diff)}")
+                     f"{fileio.basename(path)} has {', '.join(diff)}")
   if len({p for _, _, p in matching}) > 1:
     raise ValueError(f"{record_dir}: matching record files disagree on parameters; "
                      "pass the differing ones explicitly")
   params = matching[0][2]
-  files = [os.path.join(record_dir, info["record_file"]) for _, info, _ in matching]
+  files = [fileio.join(record_dir, info["record_file"]) for _, info, _ in matching]
   verify_records([(f, p, info) for f, (p, info, _) in zip(files, matching)], verify)
-  listed = {os.path.basename(f) for f in files}
-  for path in gfile.glob(os.path.join(record_dir, f"{split}-*.{params.tag()}{RECORD_SUFFIX}")):
-    if os.path.basename(path) not in listed:   # its shard would silently not be trained on
+  listed = {fileio.basename(f) for f in files}
+  for path in fileio.glob(fileio.join(record_dir, f"{split}-*.{params.tag()}{RECORD_SUFFIX}")):
+    if fileio.basename(path) not in listed:   # its shard would silently not be trained on
       raise ValueError(f"{path}: record file without a record-info (an interrupted writer?); "
                        f"{REWRITE}")
   return params, files, sum(info["num_batch"] for _, info, _ in matching)
@@ -322,21 +315,20 @@ def explain_data_loss(record_dir, split, message):
   if not match:
     return None
   offset = int(match.group(2))
-  gfile = _gfile()
   candidates = []
-  for info_path in sorted(gfile.glob(os.path.join(record_dir, f"{INFO_PREFIX}{split}-*.json"))):
+  for info_path in fileio.glob(fileio.join(record_dir, f"{INFO_PREFIX}{split}-*.json")):
     try:
       info, params = load_info(info_path)
     except ValueError:
       continue
     if info["num_batch"]:
-      candidates.append((os.path.join(record_dir, info["record_file"]), params))
+      candidates.append((fileio.join(record_dir, info["record_file"]), params))
   bad, rows = [], {}              # rows: {framed size: [(path, start, raw bytes)]}
   for path, params in candidates:
     size = framed_record_bytes(params)
     start = offset // size * size
     try:
-      with gfile.GFile(path, "rb") as f:
+      with fileio.gfile().GFile(path, "rb") as f:     # (seekable)
         f.seek(start)
         raw = f.read(size)
     except Exception:           # noqa: BLE001 (a file that cannot be read is a suspect too)

@@ -8,6 +8,7 @@
 - `train_sentencepiece`: a new model with the XLNet symbols at the XLNet ids.
 """
 
+import io
 import itertools
 import os
 import re
@@ -16,6 +17,8 @@ import unicodedata
 
 import numpy as np
 import sentencepiece as spm
+
+from data_utils import fileio
 
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_SYMBOLS = {"<unk>": 0, "<s>": 1, "</s>": 2, "<cls>": 3, "<sep>": 4, "<pad>": 5,
@@ -42,6 +45,27 @@ def preprocess_text(text, lower=False, remove_space=True, keep_accents=False):
   return text
 
 
+def read_model_bytes(path):
+  """The bytes of a SentencePiece model at a local path or any tf.io.gfile URL.
+
+  Local paths are read without TensorFlow (the writer's worker processes stay light); a missing
+  file is FileNotFoundError naming it.
+  """
+  try:
+    if not fileio.is_url(path):
+      with open(path, "rb") as f:
+        return f.read()
+    if not fileio.exists(path):
+      raise FileNotFoundError(path)
+    return fileio.read_bytes(path)
+  except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    raise FileNotFoundError(f"{path}: SentencePiece model not found") from None
+  except Exception as e:     # noqa: BLE001 (tf.errors.* on URLs: one line naming the file)
+    if "NotFound" in type(e).__name__:
+      raise FileNotFoundError(f"{path}: SentencePiece model not found") from None
+    raise
+
+
 def is_start_piece(piece):
   return piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<") or piece in _PUNCTUATION
 
@@ -55,12 +79,11 @@ class Tokenizer:
   """
 
   def __init__(self, model_path, lower=False, keep_accents=False):
-    if not os.path.exists(model_path):
-      raise FileNotFoundError(f"{model_path}: SentencePiece model not found")
     self.model_path = model_path
     self.sp = spm.SentencePieceProcessor()
+    proto = read_model_bytes(model_path)
     try:
-      self.sp.Load(model_path)
+      self.sp.LoadFromSerializedProto(proto)
     except (OSError, RuntimeError) as e:
       raise ValueError(f"{model_path}: not a SentencePiece model ({e})") from None
     self.lower, self.keep_accents = lower, keep_accents
@@ -154,32 +177,38 @@ def train_sentencepiece(input_files, model_prefix, vocab_size, lower=False,
 
   Like the release: `<cls> <sep> <pad> <mask> <eod>` are control symbols (ids
   3-7), `<eop>` a user-defined symbol (id 8). Text is normalised with
-  `preprocess_text` first (uncased when `lower`). Writes `model_prefix.model`
-  and `.vocab` (atomically) and returns the model path.
+  `preprocess_text` first (uncased when `lower`). Inputs and `model_prefix` may be local
+  paths or tf.io.gfile URLs: the text is streamed to SentencePiece and the model handed back
+  in memory, so nothing is staged on the local disk. Writes `model_prefix.model` and
+  `.vocab` (each atomically, the model last) and returns the model path.
   """
-  tmp_dir = os.path.dirname(os.path.abspath(model_prefix))
-  os.makedirs(tmp_dir, exist_ok=True)
-  tmp_prefix = f"{model_prefix}.tmp-{os.getpid()}"
-  normalised = f"{tmp_prefix}.txt"
-  with open(normalised, "w", encoding="utf-8") as out:
+  def sentences():
     for path in input_files:
-      with open(path, encoding="utf-8", errors="replace") as f:
+      with fileio.open_text(path, errors="replace") as f:
         for line in f:
           line = preprocess_text(line, lower=lower)
           if line:
-            out.write(line + "\n")
+            yield line
+
+  model = io.BytesIO()
   spm.set_random_generator_seed(seed)
-  try:
-    spm.SentencePieceTrainer.Train(
-        input=normalised, model_prefix=tmp_prefix, vocab_size=vocab_size,
-        model_type="unigram", character_coverage=character_coverage,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-        control_symbols="<cls>,<sep>,<pad>,<mask>,<eod>", user_defined_symbols="<eop>",
-        input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
-        seed_sentencepiece_size=1_000_000, num_threads=num_threads,
-        minloglevel=2, hard_vocab_limit=False)
-  finally:
-    os.remove(normalised)
-  for ext in (".model", ".vocab"):
-    os.replace(tmp_prefix + ext, model_prefix + ext)
+  spm.SentencePieceTrainer.Train(
+      sentence_iterator=sentences(), model_writer=model, vocab_size=vocab_size,
+      model_type="unigram", character_coverage=character_coverage,
+      unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+      control_symbols="<cls>,<sep>,<pad>,<mask>,<eod>", user_defined_symbols="<eop>",
+      input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+      seed_sentencepiece_size=1_000_000, num_threads=num_threads,
+      minloglevel=2, hard_vocab_limit=False)
+  proto = model.getvalue()
+  sp = spm.SentencePieceProcessor(model_proto=proto)
+  vocab = "".join(f"{sp.IdToPiece(i)}\t{_score(sp.GetScore(i))}\n"
+                  for i in range(sp.GetPieceSize()))
+  fileio.write_atomic(model_prefix + ".vocab", vocab.encode("utf-8"))
+  fileio.write_atomic(model_prefix + ".model", proto)
   return model_prefix + ".model"
+
+
+def _score(x):
+  """A score as SentencePiece's own .vocab file prints it (C++ ostream: 6 significant digits)."""
+  return f"{x:.6g}"

@@ -5,9 +5,10 @@ model is interchangeable with a released spiece.model.
 
   python data_utils/train_tokenizer.py --input_glob='corpus/*.txt' \\
       --model_prefix=spiece --vocab_size=32000
+
+Inputs and --model_prefix may be local paths or tf.io.gfile URLs (gs://bucket/...).
 """
 
-import glob
 import os
 import sys
 
@@ -16,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
-from data_utils import tokenization  # noqa: E402
+from data_utils import fileio, tokenization  # noqa: E402
 
 flags.DEFINE_string("input_glob", None, "Text files to learn from (comma-separated globs).")
 flags.DEFINE_string("model_prefix", None, "Writes PREFIX.model and PREFIX.vocab.")
@@ -31,7 +32,8 @@ def main(argv):
   del argv
   if not FLAGS.input_glob or not FLAGS.model_prefix:
     sys.exit("train_tokenizer.py: --input_glob and --model_prefix are required")
-  paths = sorted({p for g in FLAGS.input_glob.split(",") for p in glob.glob(g.strip())})
+  paths = sorted({p for g in FLAGS.input_glob.split(",") if g.strip()
+                  for p in fileio.glob(g.strip()) if not fileio.gfile().stat(p).is_directory})
   if not paths:
     sys.exit(f"train_tokenizer.py: --input_glob={FLAGS.input_glob} matched no files")
   try:

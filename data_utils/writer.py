@@ -5,16 +5,88 @@ each; small files are packed together). A shard is the unit of work: its text
 becomes one token stream, cut into batch lanes, and written as one TFRecord file
 plus its JSON record-info. A shard's bytes depend only on its text, the
 parameters and (seed, shard index), never on how many workers or tasks ran.
+
+Paths may be local or any tf.io.gfile URL (gs://, ram://). URLs go through data_utils/fileio.py;
+local paths use the builtin calls directly, so that a local run never imports TensorFlow (3 s of
+start-up, and not fork-safe for the worker processes). Publication: the record file is written
+under a temporary name and renamed, the record-info JSON is written the same way after it, so a
+shard is complete exactly when its info exists and names the record file's size; a killed run
+leaves `.tmp-` objects, which the next run of the same shards deletes.
 """
 
+
+# ---- file access: local paths without TensorFlow, URLs through fileio ----------------------------
+def _open_read(path):
+  """A seekable binary reader of PATH."""
+  return fileio.gfile().GFile(path, "rb") if fileio.is_url(path) else open(path, "rb")
+
+
+def _size(path):
+  return fileio.size(path) if fileio.is_url(path) else os.path.getsize(path)
+
+
+def _read(path):
+  with _open_read(path) as f:
+    return f.read()
+
+
+def _write_atomic(path, data):
+  """PATH holds DATA (bytes), published whole (temporary name, then rename) or not at all."""
+  if fileio.is_url(path):
+    fileio.write_atomic(path, data)
+    return
+  tmp = fileio.tmp_name(path)
+  try:
+    with open(tmp, "wb") as f:
+      f.write(data)
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
+
+
+def _remove(path):
+  """Deletes PATH if it exists."""
+  with contextlib.suppress(Exception):
+    if fileio.is_url(path):
+      fileio.remove(path)
+    else:
+      os.remove(path)
+
+
+def _listdir(path):
+  return fileio.listdir(path) if fileio.is_url(path) else sorted(os.listdir(path))
+
+
+def _makedirs(path):
+  if fileio.is_url(path):
+    fileio.makedirs(path)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def _expand_globs(input_glob):
+  """Files (not directories) matched by comma-separated globs, sorted, each once."""
+  import glob
+  paths = set()
+  for pattern in filter(None, (g.strip() for g in input_glob.split(","))):
+    if fileio.is_url(pattern):
+      paths.update(p for p in fileio.glob(pattern) if not fileio.gfile().stat(p).is_directory)
+    else:
+      paths.update(p for p in glob.glob(pattern) if os.path.isfile(p))
+  return sorted(paths)
+
+import contextlib
 import dataclasses
 import itertools
+import json
 import logging
 import os
 
 import numpy as np
 
-from data_utils import record_format, sampling, tfrecord
+from data_utils import fileio, record_format, sampling, tfrecord
 from data_utils.tokenization import CLS_ID, EOD_ID, SEP_ID, Tokenizer
 
 log = logging.getLogger("create_pretrain_data")
@@ -59,14 +131,12 @@ def plan_shards(paths, shard_bytes):
   """
   pieces, empty = [], []
   for path in paths:
-    size = os.path.getsize(path)
+    size = _size(path)
     if size < (1 << 20):
-      with open(path, "rb") as f:
-        blank = not f.read().strip()
-      if blank:
+      if not _read(path).strip():
         empty.append(path)
         continue
-    with open(path, "rb") as f:
+    with _open_read(path) as f:
       start = 0
       while start < size:
         end = size if size - start <= shard_bytes else _next_document_break(
@@ -93,7 +163,7 @@ def read_lines(shard):
   """
   lines, bad, first_bad = [], 0, None
   for path, start, end in shard.pieces:
-    with open(path, "rb") as f:
+    with _open_read(path) as f:
       f.seek(start)
       data = f.read(end - start)
     if start == 0 and data.startswith(b"\xef\xbb\xbf"):
@@ -101,7 +171,7 @@ def read_lines(shard):
     try:
       lines.extend(data.decode("utf-8").split("\n"))
     except UnicodeDecodeError:
-      with open(path, "rb") as f:
+      with _open_read(path) as f:
         line_base = f.read(start).count(b"\n") + 1
       for k, raw in enumerate(data.split(b"\n")):
         try:
@@ -212,39 +282,37 @@ def write_shard(job):
            "inputs": [f"{p}[{s}:{e}]" for p, s, e in shard.pieces], "seed": seed}
   features, num_batch, more = build_records(rng, stream, sent, params, tokenizer.start_piece)
   stats.update(more)
-  record_path = os.path.join(output_dir, params.record_name(split, shard.index))
-  info_path = os.path.join(output_dir, params.info_name(split, shard.index))
+  record_name = params.record_name(split, shard.index)
+  info_path = fileio.join(output_dir, params.info_name(split, shard.index))
   if features is None:   # recorded, so that a rerun does not try again
     stats["skipped"] = "too little text for one batch"
-    return record_format.write_info(info_path, params, split, shard.index, None, 0, stats)
-  layout = tfrecord.ExampleLayout(params.feature_bytes())
-  tmp = f"{record_path}.tmp-{os.getpid()}"
-  with open(tmp, "wb") as f:
-    f.write(tfrecord.frame(layout.serialize(features)))
-  os.replace(tmp, record_path)
-  return record_format.write_info(info_path, params, split, shard.index, record_path,
-                                  num_batch, stats)
+    data = None
+  else:
+    layout = tfrecord.ExampleLayout(params.feature_bytes())
+    data = tfrecord.frame(layout.serialize(features))
+    _write_atomic(fileio.join(output_dir, record_name), data)        # the records first,
+  info = record_format.make_info(params, split, shard.index, data is not None and record_name,
+                                 data, num_batch, stats)
+  _write_atomic(info_path, record_format.info_text(info).encode("utf-8"))   # the info last
+  return info
 
 
 def shard_done(params, output_dir, split, shard):
   """True when the shard's record file and info exist and agree (a rerun skips it)."""
-  info_path = os.path.join(output_dir, params.info_name(split, shard.index))
-  record_path = os.path.join(output_dir, params.record_name(split, shard.index))
+  info_path = fileio.join(output_dir, params.info_name(split, shard.index))
+  record_path = fileio.join(output_dir, params.record_name(split, shard.index))
   try:
-    info = record_format.read_info(info_path)
-  except (OSError, ValueError):
+    info = json.loads(_read(info_path).decode("utf-8"))
+    if info.get("num_batch") == 0:
+      return True
+    return info.get("record_file") == fileio.basename(record_path) and \
+        info.get("bytes") == _size(record_path)
+  except Exception:     # noqa: BLE001 (missing, unreadable or half-written: write it again)
     return False
-  if info.get("num_batch") == 0:
-    return True
-  return os.path.exists(record_path) and info.get("bytes") == os.path.getsize(record_path)
 
 
-def _expand_globs(input_glob):
-  import glob
-  paths = []
-  for pattern in input_glob.split(","):
-    paths.extend(glob.glob(pattern.strip()))
-  return sorted(set(p for p in paths if os.path.isfile(p)))
+def _names(params, split, shard):
+  return params.record_name(split, shard.index), params.info_name(split, shard.index)
 
 
 def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_tasks=1, task=0,
@@ -269,12 +337,20 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
     progress(f"skipped empty or all-blank file {path}")
   if not shards:
     raise ValueError(f"--input_glob={input_glob}: all {len(paths)} files are empty")
-  os.makedirs(output_dir, exist_ok=True)
-  for name in os.listdir(output_dir):         # leftovers of an interrupted run
-    if ".tmp-" in name and params.tag() in name:
-      os.remove(os.path.join(output_dir, name))
+  _makedirs(output_dir)
   mine = [s for s in shards if s.index % num_tasks == task]
   todo = [s for s in mine if not shard_done(params, output_dir, split, s)]
+  # Leftovers of an interrupted run of these shards (never another task's): temporary objects,
+  # and the info of a shard about to be rewritten (so no info ever describes another file).
+  prefixes = tuple(name + fileio.TMP_MARK for s in mine for name in _names(params, split, s))
+  for name in _listdir(output_dir):
+    if name.startswith(prefixes):
+      _remove(fileio.join(output_dir, name))
+  for s in todo:
+    _remove(fileio.join(output_dir, params.info_name(split, s.index)))
+  if num_workers > 1 and (output_dir.startswith("ram://")
+                          or any(p.startswith("ram://") for p in paths)):
+    num_workers = 1      # ram:// lives in one process's memory: workers would not see it
   progress(f"{len(paths)} files, {len(shards)} shards; task {task}/{num_tasks} has {len(mine)}, "
            f"{len(mine) - len(todo)} already complete, {len(todo)} to write with "
            f"{num_workers} worker(s) -> {output_dir}")
