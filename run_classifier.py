@@ -14,7 +14,6 @@ the shared training loop, evaluates on the dev split at every checkpoint
 """
 
 import json
-import os
 import sys
 
 from absl import app
@@ -22,6 +21,7 @@ from absl import flags
 from absl import logging
 import keras
 
+from data_utils import fileio
 from finetuning import runner
 from finetuning import classifier_data
 from finetuning.classifier_task import ClassifierConfig, ClassifierTask
@@ -72,7 +72,7 @@ def main(argv):
     config = ClassifierConfig(
         task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model, vocab_file=FLAGS.vocab_file,
         model_type=FLAGS.model_type,
-        cache_dir=FLAGS.cache_dir or os.path.join(model_dir, "features"), uncased=FLAGS.uncased,
+        cache_dir=FLAGS.cache_dir or fileio.join(model_dir, "features"), uncased=FLAGS.uncased,
         max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
         summary_type=FLAGS.summary_type,

@@ -11,7 +11,6 @@ per level with the shared training loop.
 """
 
 import json
-import os
 import sys
 
 from absl import app
@@ -19,6 +18,7 @@ from absl import flags
 from absl import logging
 import keras
 
+from data_utils import fileio
 from finetuning import runner
 from finetuning.classifier_task import ClassifierConfig
 from finetuning.race import RaceTask
@@ -64,7 +64,7 @@ def main(argv):
     config = ClassifierConfig(
         task_name="race", data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model, vocab_file=FLAGS.vocab_file,
         model_type=FLAGS.model_type,
-        cache_dir=os.path.join(model_dir, "features"), uncased=FLAGS.uncased,
+        cache_dir=fileio.join(model_dir, "features"), uncased=FLAGS.uncased,
         max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
         summary_type=FLAGS.summary_type, seed=FLAGS.seed, **training_flags.optimizer_kwargs())

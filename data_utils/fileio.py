@@ -34,6 +34,22 @@ def gfile():
   return tf.io.gfile
 
 
+@contextlib.contextmanager
+def os_errors(path):
+  """TensorFlow's file errors as the builtin ones (NotFoundError -> FileNotFoundError, ...),
+  with PATH in the message, so callers catch one family for local paths and URLs alike."""
+  try:
+    yield
+  except Exception as e:  # noqa: BLE001 (re-raised, narrowed below)
+    import tensorflow as tf  # noqa: PLC0415
+    if not isinstance(e, tf.errors.OpError):
+      raise
+    kind = {tf.errors.NotFoundError: FileNotFoundError,
+            tf.errors.PermissionDeniedError: PermissionError}.get(type(e), OSError)
+    detail = {FileNotFoundError: "not found", PermissionError: "permission denied"}
+    raise kind(f"{path}: {detail.get(kind) or e.message}") from None
+
+
 def is_url(path):
   return "://" in str(path)
 
@@ -83,6 +99,10 @@ def size(path):
 
 
 def mtime_ns(path):
+  """Modification time in ns. Local paths ask the OS: TensorFlow's local stat keeps whole
+  seconds only, so two writes within a second would look unchanged."""
+  if not is_url(path):
+    return os.stat(path).st_mtime_ns
   return gfile().stat(path).mtime_nsec
 
 
@@ -103,7 +123,7 @@ def copy(src, dst, overwrite=True):
 
 
 def read_bytes(path):
-  with gfile().GFile(path, "rb") as f:
+  with os_errors(path), gfile().GFile(path, "rb") as f:
     return f.read()
 
 
@@ -118,13 +138,15 @@ class _RawGFile(io.RawIOBase):
 
   def __init__(self, path):
     super().__init__()
+    self.name = path
     self._f = gfile().GFile(path, "rb")
 
   def readable(self):
     return True
 
   def readinto(self, buffer):
-    data = self._f.read(len(buffer))
+    with os_errors(self.name):
+      data = self._f.read(len(buffer))
     buffer[:len(data)] = data
     return len(data)
 

@@ -34,12 +34,13 @@ in this project. Shapes: N texts, L = max_len.
 
 import collections
 import functools
-import os
 import re
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+from data_utils import fileio
 
 # Hugging Face's WordPiece model treats words longer than this (in characters) as unknown.
 MAX_CHARS_PER_WORD = 100
@@ -225,10 +226,10 @@ def pack_pair(ids_a, ids_b, max_len, bos_id, eos_id, pad_id):
 
 def _read_vocab(vocab_file):
   """vocab.txt -> list of pieces (id = line number), HF's `load_vocab` reading."""
-  if not os.path.isfile(vocab_file):
+  if not fileio.exists(vocab_file) or fileio.isdir(vocab_file):
     raise ValueError(f"{vocab_file}: vocab file not found")
   try:
-    with open(vocab_file, encoding="utf-8") as f:
+    with fileio.open_text(vocab_file) as f:
       pieces = [line.rstrip("\n") for line in f]
   except UnicodeDecodeError as e:
     raise ValueError(f"{vocab_file}: not a UTF-8 vocab.txt ({e})") from None

@@ -12,10 +12,10 @@ label outside the task's label set too; read_split says which lines are skipped 
 
 import csv
 import dataclasses
-import glob
 import math
-import os
 import re
+
+from data_utils import fileio
 
 csv.field_size_limit(1 << 30)
 
@@ -147,9 +147,9 @@ def _rows(path, delimiter, quoting):
   A row holding bytes that are not UTF-8 is an error naming its line; so is a quoted field
   still open at the end of the file (a stray quote that swallowed every line after it).
   """
-  if not os.path.exists(path):
+  if not fileio.exists(path) or fileio.isdir(path):
     raise FileNotFoundError(f"{path}: not found")
-  with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
+  with fileio.open_text(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as f:
     lines = _Lines(f)
     reader = csv.reader(lines, delimiter=delimiter, quoting=quoting)
     start, row_lines = 1, []
@@ -195,7 +195,7 @@ def split_path(spec, data_dir, split):
   """The file (or, for IMDB, the directory) a split is read from."""
   if split not in spec.files:
     raise ValueError(f"task {spec.name} has no {split} split (has {', '.join(spec.files)})")
-  return os.path.join(data_dir, spec.files[split])
+  return fileio.join(data_dir, spec.files[split])
 
 
 def read_split(spec, data_dir, split, report=print):
@@ -257,18 +257,17 @@ def read_split(spec, data_dir, split, report=print):
 def _read_imdb(spec, split_dir, report=print):
   examples, counts = [], []
   for label in spec.labels:
-    files = sorted(glob.glob(os.path.join(split_dir, label, "*.txt")))
+    files = fileio.glob(fileio.join(split_dir, label, "*.txt"))
     for path in files:
       try:
-        with open(path, "rb") as f:
-          data = f.read()
+        data = fileio.read_bytes(path)
         text = data.decode("utf-8-sig")
       except OSError as e:
-        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
+        raise ValueError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
       except UnicodeDecodeError as e:
         raise ValueError(f"{path}: not UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
                          ) from None
-      examples.append(Example(os.path.basename(path), text.replace("<br />", " "), None, label))
+      examples.append(Example(fileio.basename(path), text.replace("<br />", " "), None, label))
     counts.append(f"{len(files):,} {label}")
   if not examples:
     raise FileNotFoundError(f"{split_dir}: no {'/'.join(spec.labels)}/*.txt files (aclImdb layout)")

@@ -8,11 +8,11 @@ edited data file is re-read; a cache that fails its size or CRC checks is rebuil
 """
 
 import hashlib
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from data_utils import tfrecord
 from finetuning import layouts
 
@@ -52,29 +52,26 @@ def encode(tokenizer, examples, max_seq_length, label_list, model_type="xlnet"):
 def source_stamp(path):
   """8 hex digits from the size and modification time of `path` (a file, or every file
   under a directory); "none" if it does not exist (the reader then says so)."""
-  if not tf.io.gfile.exists(path):
+  if not fileio.exists(path):
     return "none"
-  if tf.io.gfile.isdir(path):
-    files = sorted(os.path.join(d, f) for d, _, fs in tf.io.gfile.walk(path) for f in fs)
+  if fileio.isdir(path):
+    files = sorted(fileio.join(d, f) for d, _, fs in fileio.walk(path) for f in fs)
   else:
     files = [path]
-  stats = [(f, tf.io.gfile.stat(f)) for f in files]
-  key = "|".join(f"{f}:{s.length}:{s.mtime_nsec}" for f, s in stats)
+  key = "|".join(f"{f}:{fileio.size(f)}:{fileio.mtime_ns(f)}" for f in files)
   return hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
 def cache_name(task, split, max_seq_length, vocab_path, uncased, model_type="xlnet",
                source="none"):
-  with tf.io.gfile.GFile(vocab_path, "rb") as f:
-    vocab_hash = hashlib.sha256(f.read()).hexdigest()[:10]
+  vocab_hash = hashlib.sha256(fileio.read_bytes(vocab_path)).hexdigest()[:10]
   return (f"{task}.{split}.len-{max_seq_length}.vocab-{vocab_hash}."
           f"{'uncased' if uncased else 'cased'}.{model_type}.src-{source}.tfrecord")
 
 
 def check_cache(path, max_seq_length):
   """ValueError naming `path` unless it holds whole, intact feature records."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
+  data = fileio.read_bytes(path)
   try:
     tfrecord.unframe(data, _layout(max_seq_length).record_bytes)
   except ValueError as e:
@@ -95,10 +92,7 @@ def write_cache(path, features):
             "input_mask": features["input_mask"].astype(np.uint8),
             "label": label.astype("<i4" if label.dtype.kind == "i" else "<f4").view(
                 np.uint8).reshape(n, 4)}
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "wb") as f:
-    f.write(tfrecord.frame(_layout(length).serialize(arrays)))
-  os.replace(tmp, path)
+  fileio.write_atomic(path, tfrecord.frame(_layout(length).serialize(arrays)))
 
 
 def parse(serialized, max_seq_length, regression):

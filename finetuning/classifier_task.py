@@ -1,11 +1,11 @@
 """Sequence classification / regression as a task of the shared trainer."""
 
 import dataclasses
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from finetuning import classifier_data, classifier_features, layouts, metrics
 from modeling import mpnet_models
 from modeling.models import XLNetClassifier
@@ -55,24 +55,24 @@ class ClassifierTask(Task):
     self.tokens_per_step = config.train_batch_size * config.max_seq_length
     eval_metrics = metrics.task_metrics(self.spec.name, [0, 1], [0, 1])
     self.main_metric = next(iter(eval_metrics))
-    os.makedirs(config.cache_dir, exist_ok=True)
+    fileio.makedirs(config.cache_dir)
     self._checked = set()     # (cache path, size, mtime) already checked in this process
 
   # ---- features ---------------------------------------------------------------------
   def features_path(self, split):
     c = self.config
     source = classifier_data.split_path(self.spec, c.data_dir, split)
-    path = os.path.join(c.cache_dir, classifier_features.cache_name(
+    path = fileio.join(c.cache_dir, classifier_features.cache_name(
         self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,
         c.model_type, classifier_features.source_stamp(source)))
-    stamp = lambda: (path, os.stat(path).st_size, os.stat(path).st_mtime_ns)
-    if os.path.exists(path) and stamp() not in self._checked:   # each evaluation calls this
+    stamp = lambda: (path, fileio.size(path), fileio.mtime_ns(path))
+    if fileio.exists(path) and stamp() not in self._checked:   # each evaluation calls this
       try:
         classifier_features.check_cache(path, c.max_seq_length)
       except ValueError as e:       # a cache is ours to rebuild
         print(f"rebuilding the feature cache: {e}", flush=True)
-        os.remove(path)
-    if not os.path.exists(path):
+        fileio.remove(path)
+    if not fileio.exists(path):
       examples = classifier_data.read_split(self.spec, c.data_dir, split)
       feats = classifier_features.encode(self.tokenizer, examples, c.max_seq_length,
                                          self.spec.labels, c.model_type)
@@ -134,12 +134,10 @@ class ClassifierTask(Task):
     preds, _ = self.predict(model, split)
     examples = classifier_data.read_split(self.spec, self.config.data_dir, split)
     name = (self.spec.submission or {}).get(split, f"{self.spec.name}.{split}.tsv")
-    path = os.path.join(output_dir, name)
-    os.makedirs(output_dir, exist_ok=True)
-    with open(path + ".tmp", "w") as f:
+    path = fileio.join(output_dir, name)
+    with fileio.atomic_write(path) as f:
       f.write("index\tprediction\n")
       for ex, p in zip(examples, preds):
         value = f"{float(p):.3f}" if self.spec.is_regression else self.spec.labels[int(p)]
         f.write(f"{ex.guid}\t{value}\n")
-    os.replace(path + ".tmp", path)
     return path

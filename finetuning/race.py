@@ -8,13 +8,12 @@ containing "_" has the option written into the blank. Each option is built from 
 copies (the release's list aliasing let options accumulate into the context).
 """
 
-import glob
 import json
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from finetuning import classifier_data, classifier_task, layouts, metrics
 from modeling import mpnet_models
 from modeling.models import XLNetRaceModel
@@ -41,8 +40,7 @@ def _read_file(path, level):
   def bad(why):
     return ValueError(f"{path}: not a RACE file ({why})")
   try:
-    with open(path, "rb") as f:
-      data = f.read()
+    data = fileio.read_bytes(path)
   except OSError as e:
     raise ValueError(f"{path}: cannot read ({e.strerror or e})") from None
   try:
@@ -93,9 +91,9 @@ def read_split(data_dir, split, levels=LEVELS, report=print):
   summary line (questions per level, files without questions).
   """
   out, counts, n_files, empty = [], [], 0, 0
-  root = os.path.join(data_dir, split)
+  root = fileio.join(data_dir, split)
   for level in levels:
-    files = sorted(glob.glob(os.path.join(root, level, "*.txt")))
+    files = fileio.glob(fileio.join(root, level, "*.txt"))
     before = len(out)
     for path in files:
       items = _read_file(path, level)

@@ -1,7 +1,6 @@
 """The train-or-load step the fine-tuning scripts share."""
 
-import os
-
+from data_utils import fileio
 from modeling import checkpoint
 from training.trainer import Trainer
 
@@ -14,8 +13,8 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
                       flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
                       log=log)
     trainer.train()
-    best = os.path.join(model_dir, "best", "ckpt")
-    if os.path.exists(best + ".index"):
+    best = fileio.join(model_dir, "best", "ckpt")
+    if fileio.exists(best + ".index"):
       checkpoint.load_native_checkpoint(trainer.model, best)
       log(f"using the best checkpoint {best}")
     return trainer.model

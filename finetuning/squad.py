@@ -11,11 +11,11 @@ answer per question (predictions.json), the n-best list with probabilities
 import collections
 import dataclasses
 import json
-import os
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from finetuning import squad_features, squad_metrics
 from modeling import mpnet_models
 from modeling.models import XLNetSquadModel
@@ -122,23 +122,19 @@ class SquadTask(Task):
     preds, nbest, null_odds = extract_answers(examples, infos, outs, self.c.start_n_top,
                                               self.c.end_n_top, self.c.max_answer_length,
                                               self.c.n_best_size)
-    os.makedirs(output_dir, exist_ok=True)
     for name, obj in (("predictions.json", preds), ("nbest_predictions.json", nbest),
                       ("null_odds.json", null_odds)):
-      tmp = os.path.join(output_dir, name + ".tmp")
-      with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, ensure_ascii=False)
-      os.replace(tmp, os.path.join(output_dir, name))
+      fileio.write_atomic(fileio.join(output_dir, name),
+                          json.dumps(obj, indent=1, ensure_ascii=False).encode("utf-8"))
     if not any(ex.all_answers or ex.is_impossible for ex in examples):
       return {}
-    with open(path, encoding="utf-8") as f:
-      data = json.load(f)["data"]
+    data = squad_metrics.load_json(path, "SQuAD file")["data"]
     v2 = any(ex.is_impossible for ex in examples)
     return (squad_metrics.evaluate_v2(data, preds, null_odds) if v2
             else squad_metrics.evaluate_v1(data, preds))
 
   def evaluate(self, model):
-    return self.predict(model, self.c.predict_file, os.path.join(self.c.model_dir, "eval"))
+    return self.predict(model, self.c.predict_file, fileio.join(self.c.model_dir, "eval"))
 
 
 def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_length,

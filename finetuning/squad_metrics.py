@@ -14,7 +14,7 @@ import os
 import re
 import string
 
-import tensorflow as tf
+from data_utils import fileio
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = set(string.punctuation)
@@ -209,9 +209,8 @@ def load_json(path, what):
   """A JSON file (local or any tf.io.gfile URL); one-line errors naming it."""
   path = os.fspath(path)
   try:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      return json.loads(f.read().decode("utf-8-sig"))
-  except tf.errors.NotFoundError:
+    return json.loads(fileio.read_bytes(path).decode("utf-8-sig"))
+  except FileNotFoundError:
     raise FileNotFoundError(f"{path}: {what} not found") from None
   except json.JSONDecodeError as e:
     raise ValueError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None

@@ -7,12 +7,12 @@ same on-disk format the original `tf.train.Saver` reads.
 
 import contextlib
 import dataclasses
-import os
 import re
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from modeling import checkpoint_names
 
 _TF1_PROBE = f"{checkpoint_names.ENCODER_SCOPE}/word_embedding/lookup_table"
@@ -57,7 +57,7 @@ def check_files(prefix, hint=""):
               for k in range(n)]
   missing = sorted(set(expected) - set(shards))
   if missing:
-    raise FileNotFoundError(f"{missing[0]}: not found, but {os.path.basename(prefix)}.index is "
+    raise FileNotFoundError(f"{missing[0]}: not found, but {fileio.basename(prefix)}.index is "
                             f"there (an incomplete copy?){hint}")
 
 
@@ -96,8 +96,8 @@ def read_checkpoint(checkpoint, prefix, others=None, partial=False):
   hint = ""
   if others is not None:
     older = [p for p in others if p != prefix]
-    hint = (f"delete {prefix}.* to resume from {os.path.basename(older[-1])}" if older else
-            f"delete {os.path.dirname(prefix)} to start afresh")
+    hint = (f"delete {prefix}.* to resume from {fileio.basename(older[-1])}" if older else
+            f"delete {fileio.dirname(prefix)} to start afresh")
   check_files(prefix, hint)
   with _read_errors(prefix, hint):
     status = checkpoint.read(prefix)
@@ -180,18 +180,16 @@ def save_tf1_checkpoint(model, path, global_step=None):
   if global_step is not None:
     names.append("global_step")
     tensors.append(tf.constant(global_step, tf.int64))
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  tmp = f"{path}.tmp-{os.getpid()}"
+  directory = fileio.dirname(path)
+  fileio.makedirs(directory)
+  tmp = fileio.tmp_name(path)
   tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
                     tensors=tensors)
   for suffix in (".data-00000-of-00001", ".index"):
-    os.replace(tmp + suffix, path + suffix)
-  state = os.path.join(directory, "checkpoint")
-  base = os.path.basename(path)
-  with open(state + ".tmp", "w") as f:
-    f.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
-  os.replace(state + ".tmp", state)
+    fileio.rename(tmp + suffix, path + suffix)
+  base = fileio.basename(path)
+  fileio.write_atomic(fileio.join(directory, "checkpoint"),
+                      f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
   return path
 
 

@@ -9,6 +9,8 @@ between runs of the same weights (dropout, memory, attention type, init).
 import dataclasses
 import json
 
+from data_utils import fileio
+
 _ACTIVATIONS = ("gelu", "relu")
 _ATTN_TYPES = ("bi", "uni")
 _INITS = ("normal", "uniform")
@@ -60,8 +62,7 @@ class XLNetConfig:
   def from_json(cls, path):
     """Reads a released `xlnet_config.json` (or one written by `to_json`)."""
     try:
-      with open(path, "r", encoding="utf-8") as f:
-        data = json.load(f)
+      data = json.loads(fileio.read_text(path))
     except FileNotFoundError:
       raise FileNotFoundError(f"{path}: model config file not found") from None
     except json.JSONDecodeError as e:
@@ -78,8 +79,7 @@ class XLNetConfig:
     """Returns the JSON text; also writes it to `path` when given."""
     text = json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
     if path is not None:
-      with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+      fileio.write_atomic(path, text)
     return text
 
 

@@ -8,12 +8,12 @@ Masks follow the project convention: input_mask 1 = padding (blocked).
 import dataclasses
 import json
 import math
-import os
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from modeling import ops
 from modeling.layers import dropout as dropout_lib
 
@@ -36,8 +36,7 @@ class MPNetConfig:
 
   @classmethod
   def from_json(cls, path):
-    with open(path, encoding="utf-8") as f:
-      data = json.load(f)
+    data = json.loads(fileio.read_text(path))
     known = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -249,12 +248,12 @@ def hf_variable_map(encoder):
 def read_hf_weights(model_dir):
   """Arrays of `model.safetensors` or `pytorch_model.bin` (both read without torch; only the
   legacy pre-zip .bin format needs it)."""
-  st = os.path.join(model_dir, "model.safetensors")
-  if os.path.exists(st):
-    from safetensors.numpy import load_file
-    return load_file(st)
-  binary = os.path.join(model_dir, "pytorch_model.bin")
-  if os.path.exists(binary):
+  st = fileio.join(model_dir, "model.safetensors")
+  if fileio.exists(st):
+    from safetensors.numpy import load
+    return load(fileio.read_bytes(st))
+  binary = fileio.join(model_dir, "pytorch_model.bin")
+  if fileio.exists(binary):
     from modeling import torch_pickle
     return torch_pickle.load_state_dict(binary)
   raise FileNotFoundError(f"{model_dir}: no model.safetensors or pytorch_model.bin")
@@ -287,22 +286,13 @@ def save_hf_weights(variable_map, config, model_dir, architecture="MPNetModel", 
   with names prefixed as the architecture expects; extra: more config.json keys
   (num_labels, ...). Hugging Face's MPNet classes and load_hf_weights read the result.
   """
-  from safetensors.numpy import save_file
-  os.makedirs(model_dir, exist_ok=True)
+  from safetensors.numpy import save
   tensors = {}
   for name, (var, transpose) in variable_map.items():
     value = np.asarray(var.numpy(), np.float32)
     tensors[name] = np.ascontiguousarray(value.T if transpose else value)
   data = dict(config.to_dict(), model_type="mpnet", architectures=[architecture],
               bos_token_id=0, eos_token_id=2, **extra)
-  for name, write in (("model.safetensors", lambda p: save_file(tensors, p)),
-                      ("config.json", lambda p: _write_json(p, data))):
-    tmp = os.path.join(model_dir, name + ".tmp")
-    write(tmp)
-    os.replace(tmp, os.path.join(model_dir, name))
+  fileio.write_atomic(fileio.join(model_dir, "model.safetensors"), save(tensors))
+  fileio.write_atomic(fileio.join(model_dir, "config.json"), json.dumps(data, indent=2))
   return model_dir
-
-
-def _write_json(path, data):
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(data, f, indent=2)

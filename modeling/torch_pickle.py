@@ -10,10 +10,13 @@ error.
 """
 
 import collections
+import io
 import pickle
 import zipfile
 
 import numpy as np
+
+from data_utils import fileio
 
 _STORAGE_DTYPES = {
     "FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
@@ -70,9 +73,10 @@ class _Unpickler(pickle.Unpickler):
 
 def load_state_dict(path):
   """{name: numpy array} of a PyTorch zip-format state dict file."""
-  if not zipfile.is_zipfile(path):
+  data = io.BytesIO(fileio.read_bytes(path))
+  if not zipfile.is_zipfile(data):
     raise ValueError(f"{path}: not a zip-format PyTorch file (legacy format: needs torch)")
-  with zipfile.ZipFile(path) as archive:
+  with zipfile.ZipFile(data) as archive:
     pickles = [n for n in archive.namelist() if n.endswith("/data.pkl")]
     if not pickles:
       raise ValueError(f"{path}: no data.pkl in the archive")
