@@ -98,12 +98,14 @@ def _trim(a, b, tot_len):
   return a - excess // 2, b - (excess + 1) // 2
 
 
-def _next_true(flags):
-  """[S, n] bool -> [S, n + 1] index of the first True at or after each column (n if none)."""
-  s, n = flags.shape
-  idx = np.where(flags, np.arange(n)[None, :], n)
-  idx = np.minimum.accumulate(idx[:, ::-1], axis=1)[:, ::-1]
-  return np.concatenate([idx, np.full([s, 1], n)], axis=1)
+def _next_at(flat_true, padded, rows, x, n):
+  """The first True at or after column x[i] of row rows[i] of an [S, n] bool matrix whose True
+  positions (flattened, ascending) are `flat_true` (`padded`: the same, then MAX_GRAM + 1 values
+  past the end). Returns (column, n if none; index into flat_true, for the words after it)."""
+  base = rows * n
+  h = np.searchsorted(flat_true, base + x, "left")
+  col = padded[h] - base
+  return np.where(col < n, col, n), h
 
 
 def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fill=True):
@@ -119,56 +121,68 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
       release's bug), "single" (goal random tokens, no spans).
   Returns:
     bool [S, n] mask with exactly `goal` True per row (when goal is set).
+
+  Word starts and func positions are kept as sorted flat indices: the next start (or func)
+  at or after a column, and the start k words later, are binary searches done only for the
+  rows still drawing, never [S, n] tables.
   """
   s, n = word_start.shape
   rows = np.arange(s)
   if mode == "single":
     return _fill(rng, np.zeros([s, n], bool), func, np.full(s, goal))
   limit = n if goal is None else goal
-  next_start = _next_true(word_start)
-  next_func = _next_true(func)
-  rank = np.cumsum(word_start, axis=1) - 1                       # word index at each position
-  n_words = word_start.sum(1)
-  starts = np.argsort(~word_start, axis=1, kind="stable")         # word-start positions first
-  start_pos = np.where(np.arange(n)[None, :] < n_words[:, None], starts, n)
-  start_pos = np.concatenate([start_pos, np.full([s, MAX_GRAM + 1], n)], axis=1)
+  starts = np.flatnonzero(word_start)
+  funcs = np.flatnonzero(func)
+  end_of_all = s * n + n                          # past every row
+  starts_pad = np.concatenate([starts, np.full(MAX_GRAM + 1, end_of_all)])
+  funcs_pad = np.concatenate([funcs, [end_of_all]])
   pvals = 1.0 / np.arange(1, MAX_GRAM + 1)
   pvals /= pvals.sum()
+  gram_values = np.arange(1, MAX_GRAM + 1)
 
   cur = np.zeros(s, np.int64)
   num = np.zeros(s, np.int64)
   diff = np.zeros([s, n + 1], np.int64)
   active = np.ones(s, bool)
-  while active.any():
-    r = rows[active]
+  r = rows
+  while len(r):
     k = len(r)
-    grams = np.minimum(rng.choice(np.arange(1, MAX_GRAM + 1), size=k, p=pvals), limit - num[r])
+    room = limit - num[r]
+    grams = np.minimum(rng.choice(gram_values, size=k, p=pvals), room)
     ctx = grams * alpha // beta
     l_ctx = np.floor(rng.random(k) * ctx).astype(np.int64)
-    beg = next_start[r, np.minimum(cur[r] + l_ctx, n)]
+    beg, h = _next_at(starts, starts_pad, r, np.minimum(cur[r] + l_ctx, n), n)
     stop = beg >= n
     begc = np.minimum(beg, n - 1)
     on_func = func[r, begc] & ~stop
+    base = r * n
     if mode == "piece":
       end = beg + grams
-    else:
-      end = start_pos[r, np.clip(rank[r, begc] + grams, 0, start_pos.shape[1] - 1)]
+    else:                # the start `grams` words after beg's (n past the row's last word)
+      end = starts_pad[h + grams] - base
+      end = np.where(end < n, end, n)
     stop |= end >= n                                     # the release drops a span reaching the end
-    end = np.minimum(end, next_func[r, np.minimum(begc + 1, n)])   # stop before <sep>/<cls>
-    room = limit - num[r]
+    end = np.minimum(end, _next_at(funcs, funcs_pad, r, np.minimum(begc + 1, n), n)[0])
     if mode == "word":                                   # fewer words if the span is too long
       for fewer in range(MAX_GRAM - 1, 0, -1):
-        shorter = start_pos[r, np.clip(rank[r, begc] + fewer, 0, start_pos.shape[1] - 1)]
-        end = np.where((end - beg > room) & (fewer < grams), np.minimum(end, shorter), end)
+        too_long = end - beg > room
+        if not too_long.any():                         # (end only shrinks: nothing more to do)
+          break
+        long = too_long & (fewer < grams)
+        shorter = starts_pad[h + fewer] - base
+        shorter = np.where(shorter < n, shorter, n)
+        end = np.where(long, np.minimum(end, shorter), end)
       stop |= (end - beg > room) & ~on_func
     else:
       end = np.minimum(end, beg + room)
     take = ~stop & ~on_func
-    diff[r[take], beg[take]] += 1
-    diff[r[take], end[take]] -= 1
-    num[r[take]] += (end - beg)[take]
+    rt = r[take]
+    diff[rt, beg[take]] += 1
+    diff[rt, end[take]] -= 1
+    num[rt] += (end - beg)[take]
     cur[r] = np.where(on_func, beg + 1, end + (ctx - l_ctx))
     active[r] = ~stop & (cur[r] < n) & (num[r] < limit)
+    r = rows[active]
   mask = np.cumsum(diff[:, :n], axis=1) > 0
   if goal is None or not fill:
     return mask
@@ -201,4 +215,14 @@ def _fill(rng, mask, func, need):
 def permutation_ranks(rng, num, seq_len, perm_size):
   """[num, seq_len] rank of each position inside its perm_size block (uniform)."""
   keys = rng.random([num, seq_len // perm_size, perm_size])
-  return np.argsort(keys, axis=-1).reshape(num, seq_len)
+  bits = max(int(perm_size - 1).bit_length(), 1)
+  if bits > 10:
+    return np.argsort(keys, axis=-1).reshape(num, seq_len)
+  # = argsort, 3x faster: a key is j / 2**53 (numpy's doubles), so j with the position in the
+  # low bits is one exact uint64 per position, and a plain sort orders them the same way.
+  packed = (keys * 2.0 ** 53).astype(np.int64)
+  packed <<= bits
+  packed |= np.arange(perm_size, dtype=np.int64)
+  packed.sort(axis=-1)
+  packed &= (1 << bits) - 1
+  return packed.reshape(num, seq_len)

@@ -23,12 +23,45 @@ def _crc_table():
 
 def crc32c(rows):
   """CRC32C (Castagnoli) of each row of a uint8 [N, M] array -> uint32 [N]."""
-  table = _crc_table()
-  rows = np.ascontiguousarray(rows, np.uint8)
-  crc = np.full(rows.shape[0], 0xFFFFFFFF, np.uint32)
-  for k in range(rows.shape[1]):
-    crc = table[(crc ^ rows[:, k]) & 0xFF] ^ (crc >> np.uint32(8))
-  return crc ^ np.uint32(0xFFFFFFFF)
+  rows = np.asarray(rows, np.uint8)
+  n, m = rows.shape
+  if n < 64:                      # a few rows: the plain byte-at-a-time loop
+    table = _crc_table()
+    crc = np.full(n, 0xFFFFFFFF, np.uint32)
+    for k in range(m):
+      crc = table[(crc ^ rows[:, k]) & 0xFF] ^ (crc >> np.uint32(8))
+    return crc ^ np.uint32(0xFFFFFFFF)
+  # CRC is affine in the data: crc(row) = crc(M zero bytes) ^ XOR_k T_k[row[k]], where T_k[b]
+  # is byte b's contribution from position k. Columns equal in every row (the constant protobuf
+  # headers) fold into the constant; the others cost one gather and one XOR each.
+  tables, zero = _position_tables(m)
+  same = (rows == rows[:1]).all(axis=0)
+  crc = np.full(n, zero ^ np.bitwise_xor.reduce(tables[np.flatnonzero(same), rows[0, same]]),
+                np.uint32)
+  cols = np.ascontiguousarray(rows[:, ~same].T)
+  for table, col in zip(tables[~same], cols):
+    crc ^= table[col]
+  return crc
+
+
+_POSITION_TABLES = {}
+
+
+def _position_tables(m):
+  """(uint32 [M, 256] contribution of each byte value at each position, CRC of M zeros)."""
+  if m not in _POSITION_TABLES:
+    table = _crc_table()
+    tables = np.empty([m, 256], np.uint32)
+    t = table.copy()                   # a byte at the last position: one table step
+    for k in range(m - 1, -1, -1):
+      tables[k] = t
+      t = table[t & 0xFF] ^ (t >> np.uint32(8))    # one more zero byte after it
+    zero = np.uint32(0xFFFFFFFF)
+    for _ in range(m):
+      zero = table[(zero ^ 0) & 0xFF] ^ (zero >> np.uint32(8))
+    _POSITION_TABLES.clear()
+    _POSITION_TABLES[m] = (tables, np.uint32(zero ^ np.uint32(0xFFFFFFFF)))
+  return _POSITION_TABLES[m]
 
 
 def masked_crc32c(rows):

@@ -30,6 +30,7 @@ MASK_ID, EOD_ID, EOP_ID = 6, 7, 8
 _PUNCTUATION = set(string.punctuation)
 _ODD_SPACE = "\t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SPACES = re.compile(" {2,}")
 
 
 def preprocess_text(text, lower=False, remove_space=True, keep_accents=False):
@@ -101,6 +102,11 @@ class Tokenizer:
     self.start_piece = np.array([is_start_piece(p) for p in pieces], bool)
     self._needs_split = np.array(
         [len(p) > 1 and p[-1] == "," and p[-2].isdigit() for p in pieces], bool)
+    # Whether the model's own normaliser removes extra spaces (remove_extra_whitespaces, on in
+    # every model we train and in the release's): then encoding need not collapse them first.
+    probe = ["a  b", "a b", "  a", "a", "a  ", "a"]
+    got = self.sp.Encode(probe)
+    self._model_collapses_spaces = got[0::2] == got[1::2]
 
   def split_digit_comma(self, piece):
     """The release's rule for a piece like `▁2000,`: [pieces of "2000"] + [","]."""
@@ -122,12 +128,13 @@ class Tokenizer:
         out.append(piece)
     return [self.sp.PieceToId(p) for p in out]
 
-  def normalize_lines(self, lines):
+  def normalize_lines(self, lines, collapse=True):
     """`preprocess_text` on many lines: ASCII lines in bulk (same result, faster).
 
     A text may hold line breaks (a RACE article, a quoted CSV field): they are spaces, as in
     `preprocess_text`, and never split the text. Lone surrogates (from JSON escapes such as
-    "\\ud800"; SentencePiece cannot take them) become U+FFFD.
+    "\\ud800"; SentencePiece cannot take them) become U+FFFD. `collapse=False` leaves runs of
+    spaces inside ASCII lines (for a model that removes them itself: the same ids).
     """
     joined = "\n".join(lines)
     if joined.count("\n") != len(lines) - 1:     # a text holds a line break
@@ -136,8 +143,8 @@ class Tokenizer:
     for ch in _ODD_SPACE:                      # ASCII whitespace other than " " and "\n"
       if ch in joined:
         joined = joined.replace(ch, " ")
-    while "  " in joined:
-      joined = joined.replace("  ", " ")
+    if collapse and "  " in joined:
+      joined = _SPACES.sub(" ", joined)
     joined = joined.replace("``", '"').replace("''", '"')
     if self.lower:
       joined = joined.lower()
@@ -150,15 +157,24 @@ class Tokenizer:
 
   def encode_lines(self, lines):
     """Normalises and encodes many lines; returns a list of id lists."""
-    texts = self.normalize_lines(lines)
+    return self._encode(lines)[0]
+
+  def encode_flat(self, lines):
+    """`encode_lines` as (int32 [total] ids of all lines in order, int64 [lines] lengths)."""
+    return self._encode(lines)[1:]
+
+  def _encode(self, lines):
+    texts = self.normalize_lines(lines, collapse=not self._model_collapses_spaces)
     ids = self.sp.Encode(texts, out_type=int)
     lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
-    flat = np.fromiter(itertools.chain.from_iterable(ids), np.int64, count=int(lengths.sum()))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), np.int32, count=int(lengths.sum()))
     needs = self._needs_split[flat]
     if needs.any():
       for k in np.unique(np.repeat(np.arange(len(ids)), lengths)[needs]):
         ids[k] = self._fix_digit_comma(texts[k])
-    return ids
+      lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
+      flat = np.fromiter(itertools.chain.from_iterable(ids), np.int32, count=int(lengths.sum()))
+    return ids, flat, lengths
 
   def encode(self, text):
     return self.encode_lines([text])[0]

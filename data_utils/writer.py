@@ -79,7 +79,6 @@ def _expand_globs(input_glob):
 
 import contextlib
 import dataclasses
-import itertools
 import json
 import logging
 import os
@@ -187,28 +186,25 @@ def build_stream(tokenizer, lines, use_eod=True):
   """Lines -> (token stream int32 [N], sentence ids bool [N], counts).
 
   Every sentence is a unit with its own sentence id; a run of blank lines ends
-  a document, whose <eod> joins its last sentence (as the release).
+  a document, whose <eod> joins its last sentence (as the release). A line that encodes to
+  nothing is neither.
   """
   text_rows = [k for k, line in enumerate(lines) if line.strip()]
-  encoded = tokenizer.encode_lines([lines[k] for k in text_rows])
-  units, ended, docs = [], True, 0
-  next_text = 0
-  for k, line in enumerate(lines):
-    if next_text < len(text_rows) and text_rows[next_text] == k:
-      ids = encoded[next_text]
-      next_text += 1
-      if ids:
-        units.append(ids)
-        ended = False
-    elif not ended:
-      docs += 1
-      if use_eod:
-        units[-1] = list(units[-1]) + [EOD_ID]
-      ended = True
-  lengths = np.fromiter(map(len, units), np.int64, count=len(units))
-  stream = np.fromiter(itertools.chain.from_iterable(units), np.int32, count=int(lengths.sum()))
-  sent = np.repeat((np.arange(len(units)) % 2).astype(bool), lengths)
-  return stream, sent, {"sentences": len(units), "documents": docs}
+  flat, lengths = tokenizer.encode_flat([lines[k] for k in text_rows])
+  per_line = np.zeros(len(lines), np.int64)
+  per_line[text_rows] = lengths
+  blank = np.ones(len(lines), bool)
+  blank[text_rows] = False
+  events = np.flatnonzero((per_line > 0) | blank)         # sentences and blank lines, in order
+  is_unit = per_line[events] > 0
+  # a blank line right after a sentence ends a document (later blank lines of a run do not)
+  ends_doc = np.append(is_unit[:-1] & ~is_unit[1:], False)[is_unit]     # per sentence
+  unit_len = per_line[events[is_unit]]
+  if use_eod and ends_doc.any():
+    flat = np.insert(flat, np.cumsum(unit_len)[ends_doc], EOD_ID)
+    unit_len = unit_len + ends_doc
+  sent = np.repeat((np.arange(len(unit_len)) % 2).astype(bool), unit_len)
+  return flat, sent, {"sentences": len(unit_len), "documents": int(ends_doc.sum())}
 
 
 def build_records(rng, stream, sent, params, start_piece):
@@ -233,12 +229,20 @@ def build_records(rng, stream, sent, params, start_piece):
   a_len = a_end - a_begin
   row = np.tile(np.arange(bsz), n_steps)[:, None]
   start = np.repeat(steps[:n_steps], bsz)[:, None]
-  pos = np.arange(seq_len)[None, :]
-  src = np.where(pos < reuse, start + pos,
-                 np.where(pos < reuse + a_len, a_begin + pos - reuse, b_begin + pos - reuse - a_len - 1))
-  tokens = data[row, np.clip(src, 0, row_len - 1)]
-  tokens = np.where(pos == reuse + a_len, SEP_ID, tokens)
-  tokens[:, -2], tokens[:, -1] = SEP_ID, CLS_ID
+  # [reuse: data from start] [A: data from a_begin] <sep> [B: data from b_begin] ... <sep> <cls>,
+  # positions past a lane's end reading its last token (clipped), as one gather of int32 indices.
+  tokens = np.empty([len(row), seq_len], data.dtype)
+  tokens[:, :reuse] = np.lib.stride_tricks.sliding_window_view(data, reuse, axis=1)[
+      row[:, 0], start[:, 0]]                 # (start + reuse <= row_len: no clipping needed)
+  q = np.arange(seq_len - reuse, dtype=np.int32)
+  a32 = a_len.astype(np.int32)
+  src = np.where(q < a32, a_begin.astype(np.int32) + q, (b_begin - a_len - 1).astype(np.int32) + q)
+  np.clip(src, 0, row_len - 1, out=src)
+  src += (row * row_len).astype(np.int32)
+  new = data.reshape(-1).take(src)
+  new[np.arange(len(new)), a_len[:, 0]] = SEP_ID
+  new[:, -2], new[:, -1] = SEP_ID, CLS_ID
+  tokens[:, reuse:] = new
 
   flip = rev[row[:, 0]]
   goals = p.num_predict_split()
@@ -261,6 +265,23 @@ def build_records(rng, stream, sent, params, start_piece):
 
 
 _TOKENIZERS = {}
+_MALLOC_TUNED = []
+
+
+def _tune_malloc():
+  """glibc: keep freed memory for reuse instead of returning each large numpy temporary to the
+  kernel (by default one above ~128 KB-32 MB is a fresh mmap, so every array of a shard page-faults
+  again: measured 1.5-2x on the sampling and ranking steps). Once per process; no-op elsewhere."""
+  if _MALLOC_TUNED:
+    return
+  _MALLOC_TUNED.append(True)
+  try:
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-3, 32 << 20)     # M_MMAP_THRESHOLD: the largest glibc allows
+    libc.mallopt(-1, 512 << 20)    # M_TRIM_THRESHOLD
+  except (OSError, AttributeError):
+    pass
 
 
 def _tokenizer(sp_model, uncased):
@@ -273,6 +294,7 @@ def _tokenizer(sp_model, uncased):
 def write_shard(job):
   """Writes one shard (a worker's unit of work); returns its record-info dict."""
   shard, params, sp_model, output_dir, split, seed = job
+  _tune_malloc()
   tokenizer = _tokenizer(sp_model, params.uncased)
   lines, bad, first_bad = read_lines(shard)
   stream, sent, counts = build_stream(tokenizer, lines, params.use_eod)

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import pipeline, record_format, sampling, writer
-from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer
+from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer, preprocess_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARAMS = record_format.RecordParams(seq_len=64, reuse_len=32, perm_size=16, num_predict=10,
@@ -270,3 +270,25 @@ def test_cli_end_to_end(tmp_path, text_and_sp):
   bad = subprocess.run(args[:3] + [f"--sp_model={tmp_path}/missing.model"] + args[4:],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert bad.returncode == 1 and "missing.model: SentencePiece model not found" in bad.stderr
+
+
+def test_fast_paths_equal_the_plain_ones(tok):
+  """The writer's shortcuts against the plain computations they replace (same bytes)."""
+  from data_utils import tfrecord
+  rng = np.random.default_rng(0)
+  rows = rng.integers(0, 256, (300, 257)).astype(np.uint8)
+  rows[:, :5] = 17                                   # constant columns fold into the constant
+  rows[:, 100] = 3
+  plain = np.concatenate([tfrecord.crc32c(rows[k:k + 50]) for k in range(0, 300, 50)])
+  np.testing.assert_array_equal(tfrecord.crc32c(rows), plain)   # (< 64 rows: byte loop)
+  check = np.tile(np.frombuffer(b"123456789", np.uint8), (100, 1))
+  assert (tfrecord.crc32c(check) == 0xE3069283).all()           # the CRC32C check value
+  for perm_size in (1, 16, 128, 1024, 2048):
+    got = sampling.permutation_ranks(np.random.default_rng(5), 33, 2 * perm_size, perm_size)
+    keys = np.random.default_rng(5).random([33, 2, perm_size])
+    np.testing.assert_array_equal(got, np.argsort(keys, axis=-1).reshape(33, -1))
+  lines = ["a   b  c", "  In  2000,   we ``left''  ", "x\t\t y", "caf\u00e9   ok", "   "]
+  want = tok.sp.Encode([preprocess_text(line, lower=True) for line in lines])
+  assert tok.encode_lines(lines) == want
+  flat, lengths = tok.encode_flat(lines)
+  assert list(lengths) == [len(w) for w in want] and list(flat) == sum(want, [])
