@@ -30,7 +30,9 @@ from reproduction.presets import PRESETS
 flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy, the test), "
                   "small (default, ~30 min on 2 CPU cores), base (~3.5 h).")
 flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is written (a rerun "
-                    "with the same flags resumes; another preset needs another directory).")
+                    "with the same flags resumes; another preset needs another directory). A "
+                    "local directory: the quickstart is this machine's demo, with live logs; "
+                    "the entry scripts it runs take gs:// paths themselves.")
 flags.DEFINE_integer("seed", 0, "Seed of the data split, the derived sets, the tokenizer, the "
                      "records and pretraining (fine-tuning uses the preset's seeds).")
 FLAGS = flags.FLAGS
@@ -48,6 +50,9 @@ def main(argv):
   start = time.time()
   preset = PRESETS[FLAGS.preset]
   output_dir = FLAGS.output_dir
+  if "://" in output_dir:
+    sys.exit(f"quickstart: --output_dir={output_dir}: must be a local directory (the entry "
+             "scripts take gs:// paths; see README, Cloud TPU)")
   if FLAGS.preset != "small" and output_dir == flags.FLAGS["output_dir"].default:
     output_dir = f"{output_dir}-{FLAGS.preset}"
   # A TERM (a scheduler, `kill`) stops the run like Ctrl-C: the running stage's process is

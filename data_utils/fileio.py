@@ -6,8 +6,9 @@ entry script opens, lists, globs, renames and creates user paths through this mo
 through `open`, `os.path.exists`, `glob` or `os.makedirs` (which turn `gs://b/x` into a local
 folder named `gs:`).
 
-In ram:// tests give sibling directories names that are not prefixes of each other: its
-`exists`/`isdir` answer True for any prefix of an existing name.
+TensorFlow's ram:// answers `exists`/`isdir` True for any string prefix of an existing name
+(and lists such siblings' tails); `exists`, `isdir` and `listdir` here answer exactly, as on
+gs://. Code that calls tf.io.gfile itself on ram:// does not get that correction.
 
 Path strings are joined and split with `posixpath` (URLs always use "/"), never made absolute.
 
@@ -66,11 +67,23 @@ def dirname(path):
   return posixpath.dirname(str(path).rstrip("/"))
 
 
+def _ram_listed(path):
+  """ram:// only: whether PATH itself is an entry (its own exists/isdir also answer True for
+  any string prefix of an existing name, e.g. `x.ckpt` of `x.ckpt.index`; gs:// does not)."""
+  path = str(path).rstrip("/")
+  parent = dirname(path)
+  return parent in ("ram:", "ram:/") or path in gfile().glob(join(parent, "*"))
+
+
 def exists(path):
+  if str(path).startswith("ram://") and not _ram_listed(path):
+    return False
   return gfile().exists(path)
 
 
 def isdir(path):
+  if str(path).startswith("ram://") and not _ram_listed(path):
+    return False
   return gfile().isdir(path)
 
 

@@ -34,12 +34,12 @@ class LoadReport:
 def resolve(path):
   """A checkpoint prefix from a prefix, a directory or a `checkpoint` state file; its files
   checked (check_files)."""
-  if tf.io.gfile.isdir(path):
+  if fileio.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise FileNotFoundError(f"{path}: directory holds no checkpoint")
     path = latest
-  elif not tf.io.gfile.exists(path + ".index"):
+  elif not fileio.exists(path + ".index"):
     raise FileNotFoundError(f"{path}: no checkpoint ({path}.index not found)")
   check_files(path)
   return path
@@ -49,9 +49,9 @@ def check_files(prefix, hint=""):
   """Raises FileNotFoundError naming the first missing file of the checkpoint `prefix`: its
   .index or a data shard (`prefix.data-00000-of-00001`, ...). Cheap: no data is read."""
   hint = f"; {hint}" if hint else ""
-  if not tf.io.gfile.exists(prefix + ".index"):
+  if not fileio.exists(prefix + ".index"):
     raise FileNotFoundError(f"{prefix}.index: not found{hint}")
-  shards = tf.io.gfile.glob(f"{prefix}.data-*-of-*")
+  shards = fileio.glob(f"{prefix}.data-*-of-*")
   counts = {int(name.rsplit("-of-", 1)[1]) for name in shards}
   expected = [f"{prefix}.data-{k:05d}-of-{n:05d}" for n in sorted(counts) or [1]
               for k in range(n)]
@@ -77,7 +77,7 @@ def _read_errors(prefix, hint=""):
     yield
   except (tf.errors.OpError, IndexError) as e:
     reason = _tf_reason(e)
-    shards = sorted(tf.io.gfile.glob(f"{prefix}.data-*-of-*"))
+    shards = fileio.glob(f"{prefix}.data-*-of-*")
     if any(k in reason for k in ("sstable", "block checksum", ".index")) or not shards:
       name = f"{prefix}.index"
     else:
@@ -113,8 +113,10 @@ def read_checkpoint(checkpoint, prefix, others=None, partial=False):
 
 
 def _reader(prefix):
+  # The reader itself, not tf.train.load_checkpoint: that first asks gfile whether the prefix is
+  # a directory, which TF's ram:// answers True for `x.ckpt` beside `x.ckpt.index`.
   with _read_errors(prefix):
-    return tf.train.load_checkpoint(prefix)
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def is_tf1_checkpoint(path):

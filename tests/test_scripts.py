@@ -50,3 +50,9 @@ def test_squad_eval_only_scores_a_prediction_file(tmp_path):
   out = json.loads(result.stdout)
   assert out["exact"] == 50.0 and out["HasAns_exact"] == 100.0
   assert out["best_exact"] == 100.0 and out["best_exact_thresh"] == -3.0
+
+
+def test_quickstart_refuses_a_bucket_output_dir():
+  result = _run("quickstart.py", "--output_dir=gs://bucket/qs")
+  assert result.returncode != 0
+  assert "must be a local directory" in result.stderr.strip().splitlines()[-1]
