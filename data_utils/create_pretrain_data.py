@@ -52,7 +52,7 @@ flags.DEFINE_integer("seed", 0, "Seed of every random choice (same seed, same by
 flags.DEFINE_integer("num_tasks", 1, "Machines sharing the work.")
 flags.DEFINE_integer("task", 0, "This machine's index in [0, num_tasks).")
 flags.DEFINE_integer("num_workers", 1, "Processes on this machine.")
-flags.DEFINE_integer("shard_mb", 32, "Megabytes of text per shard (cut at document ends).")
+flags.DEFINE_float("shard_mb", 32, "Megabytes (MiB) of text per shard (cut at document ends).")
 FLAGS = flags.FLAGS
 
 
@@ -71,7 +71,7 @@ def main(argv):
     summary = writer.create(FLAGS.input_glob, FLAGS.sp_model, FLAGS.output_dir, params,
                             split=FLAGS.split, seed=FLAGS.seed, num_tasks=FLAGS.num_tasks,
                             task=FLAGS.task, num_workers=FLAGS.num_workers,
-                            shard_bytes=FLAGS.shard_mb << 20)
+                            shard_bytes=int(FLAGS.shard_mb * (1 << 20)))
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"create_pretrain_data.py: {e}")
   rate = summary["tokens"] / max(summary["seconds"], 1e-9)
