@@ -14,7 +14,6 @@ The ablations of the XLNet paper are flags: --mem_len=0, records written with
 --span_mode=single, --nobi_data, --nsp_weight=1.
 """
 
-import os
 import sys
 
 from absl import app
@@ -22,6 +21,7 @@ from absl import flags
 from absl import logging
 import keras
 
+from data_utils import fileio
 from data_utils import pipeline
 from data_utils import record_format
 from modeling import flags as model_flags
@@ -50,9 +50,11 @@ flags.DEFINE_float("nsp_weight", 0.0, "Weight of a next-sentence loss on the sto
 flags.DEFINE_integer("seq_len", 512, "Must match the records.")
 flags.DEFINE_integer("num_predict", 85, "Must match the records.")
 flags.DEFINE_integer("bsz_per_host", 32, "Batch per host; must match the records.")
-flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host; must match the records.")
+flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host (TPU cores or GPUs of one host); "
+                     "must match the records.")
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept.")
-flags.DEFINE_integer("num_hosts", 1, "Hosts (for the tokens/s figure).")
+flags.DEFINE_integer("num_hosts", None, "Hosts of the job; optional: taken from the strategy "
+                     "(replicas / --num_core_per_host), and checked against it when given.")
 flags.DEFINE_enum("verify_records", "auto", list(record_format.VERIFY_MODES),
                   "Before training, check every record file against its record-info: size "
                   "(always; catches truncation), sha256 (also hash every file: catches any altered "
@@ -60,6 +62,16 @@ flags.DEFINE_enum("verify_records", "auto", list(record_format.VERIFY_MODES),
                   f"{record_format.AUTO_SHA256_BYTES >> 30} GiB). A record corrupted beyond "
                   "these checks stops the run when it is read, naming the file (CRC32C).")
 FLAGS = flags.FLAGS
+
+
+def check_replicas(replicas, num_core_per_host, num_hosts=None):
+  """The strategy's replicas must be whole hosts of num_core_per_host (the records' layout)."""
+  hosts, extra = divmod(replicas, num_core_per_host)
+  if extra or not hosts or (num_hosts and hosts != num_hosts):
+    given = f" x --num_hosts={num_hosts}" if num_hosts else ""
+    raise ValueError(f"--num_core_per_host={num_core_per_host}{given} but the strategy has "
+                     f"{replicas} replicas")
+  return hosts
 
 
 def main(argv):
@@ -72,6 +84,11 @@ def main(argv):
                       ("model_config_path", FLAGS.model_config_path)):
     if not value:
       sys.exit(f"run_pretrain.py: --{name} is required")
+  try:   # first: a multi-worker strategy configures collectives before TensorFlow's first op
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu,
+                                         tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project)
+  except ValueError as e:
+    sys.exit(f"run_pretrain.py: {e}")
   keras.utils.set_random_seed(FLAGS.seed)
   if FLAGS.use_bfloat16:
     trainer_lib.use_bfloat16(FLAGS)
@@ -88,14 +105,10 @@ def main(argv):
         objective=FLAGS.objective, nsp_weight=FLAGS.nsp_weight, mpnet_mode=FLAGS.mpnet_mode,
         mpnet_permute=FLAGS.mpnet_permute,
         seed=FLAGS.seed, **training_flags.optimizer_kwargs(),
-        num_hosts=FLAGS.num_hosts, verify_records=FLAGS.verify_records)
+        num_hosts=FLAGS.num_hosts or 1, verify_records=FLAGS.verify_records)
     task = PretrainTask(config, model_config, run_config, FLAGS.init_checkpoint)
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
-    if strategy.num_replicas_in_sync != FLAGS.num_core_per_host * (
-        1 if FLAGS.distribution_strategy != "multi_worker_mirrored" else FLAGS.num_hosts):
-      raise ValueError(f"--num_core_per_host={FLAGS.num_core_per_host} but the strategy has "
-                       f"{strategy.num_replicas_in_sync} replicas")
-    os.makedirs(model_dir, exist_ok=True)
+    check_replicas(strategy.num_replicas_in_sync, FLAGS.num_core_per_host, FLAGS.num_hosts)
+    fileio.makedirs(model_dir)
     trainer = trainer_lib.Trainer(task, strategy, model_dir, FLAGS.train_steps,
                                   FLAGS.steps_per_loop, FLAGS.save_every,
                                   FLAGS.keep_checkpoints, FLAGS.xla)

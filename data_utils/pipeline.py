@@ -9,6 +9,7 @@ Shapes: B records, L seq_len, P num_predict. Mask convention: 1 = blocked.
 """
 
 import contextlib
+import re
 
 import tensorflow as tf
 
@@ -114,10 +115,7 @@ def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, 
   if vocab_size is not None:
     expected["vocab_size"] = vocab_size
   params, files, num_batch = record_format.find_records(record_dir, split, verify, **expected)
-  files = files[host_id::num_hosts]
-  if not files:
-    raise ValueError(f"{record_dir}: {len(files)} record files for {num_hosts} hosts: host "
-                     f"{host_id} gets none")
+  files = host_files(files, split, host_id, num_hosts, record_dir)
   ds = tf.data.TFRecordDataset(files)
   if repeat:
     ds = ds.repeat()
@@ -129,6 +127,27 @@ def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, 
     ds = ds.map(lambda x: expand(x, params), num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True)
   return ds.prefetch(tf.data.AUTOTUNE), params, num_batch
+
+
+def shard_index(path, split="train"):
+  """The shard number in a record file's name (record_format.RecordParams.record_name)."""
+  match = re.match(rf"{re.escape(split)}-(\d+)\.", path.rsplit("/", 1)[-1])
+  if not match:
+    raise ValueError(f"{path}: not a record file name ({split}-NNNNN.<params>.tfrecord)")
+  return int(match.group(1))
+
+
+def host_files(files, split, host_id, num_hosts, record_dir=""):
+  """The record files host `host_id` of `num_hosts` reads: shards whose index is host_id modulo
+  num_hosts, in shard order. The writer's `--num_tasks=N --task=t` writes shards t, t+N, ...:
+  with N = num_hosts, host t trains on what task t wrote. Every host reads whole files, so its
+  lanes (record k of a file is lane k % bsz_per_host) continue each other across files."""
+  mine = [f for f in files if shard_index(f, split) % num_hosts == host_id]
+  if not mine:
+    raise ValueError(f"{record_dir}: {len(files)} record files for {num_hosts} hosts; host "
+                     f"{host_id} gets none (shard index = host modulo {num_hosts}): write more, "
+                     "smaller shards (create_pretrain_data.py --shard_mb)")
+  return mine
 
 
 @contextlib.contextmanager

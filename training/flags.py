@@ -22,9 +22,15 @@ def define_training_flags(learning_rate=2e-5, train_steps=1000, warmup_steps=0, 
   flags.DEFINE_integer("grad_accumulation_steps", 1, "Optimizer update every N steps.")
   flags.DEFINE_integer("save_every", save_every, "Checkpoint (and evaluate) every N steps.")
   flags.DEFINE_integer("steps_per_loop", 10, "Steps per host call (one tf.function).")
-  flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (implies the TPU strategy).")
+  flags.DEFINE_string("tpu", None, "TPU to train on (implies the TPU strategy): 'local' on a "
+                      "TPU VM (the VM's own TPU or pod slice), else its name or grpc:// address.")
+  flags.DEFINE_string("tpu_zone", None, "Zone of --tpu=NAME (default: the VM's own zone, from "
+                      "the metadata server).")
+  flags.DEFINE_string("gcp_project", None, "Cloud project of --tpu=NAME (default: the VM's).")
   flags.DEFINE_enum("distribution_strategy", "default", list(distribution.STRATEGIES),
-                    "tf.distribute strategy.")
+                    "tf.distribute strategy: mirrored = every GPU of this host; "
+                    "multi_worker_mirrored = several hosts, each described by TF_CONFIG "
+                    "(chief = worker 0 writes the files); tpu (or --tpu).")
   flags.DEFINE_integer("seed", 0, "Seed of weights, data order and dropout.")
   flags.DEFINE_enum("xla", "full", ["full", "fusible", "off"],
                     "How the train step compiles: full = one XLA computation (TPU, GPU, "

@@ -12,10 +12,10 @@ next-sentence loss on the stored A/B label (--nsp_weight).
 """
 
 import dataclasses
-import os
 
 import tensorflow as tf
 
+from data_utils import fileio
 from data_utils import pipeline
 from data_utils.tokenization import MASK_ID
 from modeling import checkpoint, losses, mpnet, mpnet_pretrain
@@ -76,9 +76,19 @@ class PretrainTask(Task):
 
   # ---- data and state ----------------------------------------------------------------
   def dataset(self, input_context, skip_batches=0):
+    """This host's per-replica batches (one input pipeline per host: MultiWorkerMirrored and
+    TPU pods call this on every host). Host h reads shards h, h + hosts, ... (pipeline.host_files)
+    and hands consecutive elements to its num_core_per_host replicas, as the records are laid
+    out, so each replica's rows stay the same lanes from step to step."""
     c = self.config
     host_id = input_context.input_pipeline_id if input_context else 0
     num_hosts = input_context.num_input_pipelines if input_context else 1
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    if replicas != num_hosts * c.num_core_per_host:
+      raise ValueError(f"the strategy has {replicas} replicas on {num_hosts} host(s) but the "
+                       f"records are laid out for --num_core_per_host={c.num_core_per_host} "
+                       "replicas per host")
+    self.tokens_per_step = c.bsz_per_host * num_hosts * c.seq_len
     ds, _, _ = pipeline.pretrain_dataset(
         c.record_dir, c.seq_len, c.reuse_len, c.num_predict, c.bsz_per_host, c.bi_data,
         c.num_core_per_host, vocab_size=self.vocab_size, host_id=host_id,
@@ -149,14 +159,14 @@ class PretrainTask(Task):
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def on_end(self, model, model_dir, log):
-    export = os.path.join(model_dir, "export")
+    export = fileio.join(model_dir, "export")
     if self.mpnet:
       mpnet.save_hf_weights(model.hf_variable_map(), self.model_config, export,
                             "MPNetForMaskedLM")
       log(f"exported MPNet in the Hugging Face layout: {export}/config.json + model.safetensors")
       return
-    os.makedirs(export, exist_ok=True)
-    self.model_config.to_json(os.path.join(export, "xlnet_config.json"))
-    path = checkpoint.save_tf1_checkpoint(model, os.path.join(export, "xlnet_model.ckpt"))
+    fileio.makedirs(export)
+    self.model_config.to_json(fileio.join(export, "xlnet_config.json"))
+    path = checkpoint.save_tf1_checkpoint(model, fileio.join(export, "xlnet_model.ckpt"))
     log(f"exported the model under the release's variable names: {path} (+ xlnet_config.json)")
 

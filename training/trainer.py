@@ -28,8 +28,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from modeling import checkpoint as ckpt_lib
 from modeling import ops
+from training import distribution
 from training import optimization
 
 # How the train step is compiled (--xla):
@@ -120,6 +122,7 @@ class Trainer:
     if steps_per_loop < 1 or train_steps < 1:
       raise ValueError("--train_steps and --steps_per_loop must be >= 1")
     self.task, self.strategy, self.model_dir = task, strategy, model_dir
+    self.write_dir = model_dir       # train(): a temporary directory on a non-chief host
     self.train_steps, self.steps_per_loop = train_steps, steps_per_loop
     self.save_every, self.keep, self.xla, self.log = save_every, keep_checkpoints, xla, log
 
@@ -147,8 +150,13 @@ class Trainer:
     objects.update({f"rng.{i:04d}": v for i, v in enumerate(rng_states)})
     objects.update(step=self.step, state=self.state_store)
     self.checkpoint = tf.train.Checkpoint(**objects)
-    self.manager = tf.train.CheckpointManager(self.checkpoint, os.path.join(self.model_dir, "ckpt"),
-                                              max_to_keep=self.keep)
+    # Every host resumes from model_dir; a non-chief saves into its temporary write_dir
+    # (taking part in the save's collectives), which is discarded.
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, fileio.join(self.model_dir, "ckpt"), max_to_keep=self.keep)
+    self.save_manager = self.manager if self.write_dir == self.model_dir else \
+        tf.train.CheckpointManager(self.checkpoint, fileio.join(self.write_dir, "ckpt"),
+                                   max_to_keep=self.keep)
 
   def _restore(self):
     latest = self.manager.latest_checkpoint
@@ -167,13 +175,21 @@ class Trainer:
         lambda ctx: tf.identity(store[ctx.replica_id_in_sync_group]))
 
   def _save_state(self, state):
+    """The state of every replica into state_store, in replica order. A multi-worker host
+    holds only its own replicas: the others' come through an all-gather (a collective: every
+    host calls this at the same step)."""
     values = self.strategy.experimental_local_results(state)
-    self.state_store.assign(tf.stack([tf.convert_to_tensor(v) for v in values]))
+    if len(values) == self.strategy.num_replicas_in_sync:
+      self.state_store.assign(tf.stack([tf.convert_to_tensor(v) for v in values]))
+      return
+    expanded = self.strategy.run(lambda s: tf.expand_dims(s, 0), args=(state,))
+    self.state_store.assign(self.strategy.gather(expanded, axis=0))
 
   # ---- the loop -------------------------------------------------------------
   def _make_loop(self):
     task, model, optimizer, strategy = self.task, self.model, self.optimizer, self.strategy
-    single = strategy.num_replicas_in_sync == 1 and not isinstance(strategy, tf.distribute.TPUStrategy)
+    single = (strategy.num_replicas_in_sync == 1
+              and not isinstance(strategy, tf.distribute.TPUStrategy))
 
     def compute(batch, state, step):
       with tf.GradientTape() as tape:
@@ -198,19 +214,25 @@ class Trainer:
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss, metrics, new_state
 
+    def one_step(iterator, state, step):
+      loss, metrics, state = strategy.run(replica_fn, args=(next(iterator), state, step))
+      loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
+      metrics = {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                 for k, v in metrics.items()}
+      return loss, metrics, state
+
     @tf.function
     def host_loop(iterator, state, num_steps):
-      total, sums = 0.0, None
-      for i in range(num_steps):
-        batch = next(iterator)
-        loss, metrics, state = strategy.run(replica_fn, args=(batch, state, self.step + i))
-        loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
-        metrics = {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                   for k, v in metrics.items()}
+      # A graph loop (tf.range: one copy of the step however many steps a host call runs, as
+      # TPUs need for long loops); the first step is outside it to give the sums their keys.
+      total, sums, state = one_step(iterator, state, self.step)
+      for i in tf.range(1, num_steps):
+        loss, metrics, state = one_step(iterator, state, self.step + tf.cast(i, tf.int64))
         total += loss
-        sums = metrics if sums is None else {k: sums[k] + metrics[k] for k in sums}
-      self.step.assign_add(num_steps)
-      return total / num_steps, {k: v / num_steps for k, v in sums.items()}, state
+        sums = {k: sums[k] + metrics[k] for k in sums}
+      self.step.assign_add(tf.cast(num_steps, tf.int64))
+      n = tf.cast(num_steps, total.dtype)
+      return total / n, {k: v / tf.cast(num_steps, v.dtype) for k, v in sums.items()}, state
 
     return host_loop
 
@@ -218,21 +240,27 @@ class Trainer:
     """Periodic evaluation; the best checkpoint by the task's main metric is kept apart."""
     results = self.task.evaluate(self.model)
     self.log(f"eval at step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in results.items()))
-    writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "eval"))
+    writer = tf.summary.create_file_writer(fileio.join(self.write_dir, "eval"))
     with writer.as_default(step=step):
       for k, v in results.items():
         tf.summary.scalar(k, v)
     value = results[self.task.main_metric]
     if self.best is None or value > self.best:
       self.best = value
-      ckpt_lib.save_native_checkpoint(self.model, os.path.join(self.model_dir, "best", "ckpt"))
-      with open(os.path.join(self.model_dir, "best", "best.json"), "w") as f:
-        json.dump({"step": step, **results}, f, indent=1)
-      self.log(f"new best {self.task.main_metric} {value:.4f} -> {self.model_dir}/best")
+      best = fileio.join(self.write_dir, "best")
+      ckpt_lib.save_native_checkpoint(self.model, fileio.join(best, "ckpt"))
+      fileio.write_atomic(fileio.join(best, "best.json"),
+                          json.dumps({"step": step, **results}, indent=1))
+      self.log(f"new best {self.task.main_metric} {value:.4f} -> {best}")
     self.eval_history.append((step, results))
 
   def train(self):
     """Runs to train_steps (resuming if a checkpoint exists); returns the loss history."""
+    with distribution.write_dir(self.strategy, self.model_dir) as write_dir:
+      self.write_dir = write_dir
+      return self._train()
+
+  def _train(self):
     self._build()
     self.best, self.eval_history = None, []
     restored = self._restore()
@@ -242,14 +270,14 @@ class Trainer:
     iterator = iter(dataset)
     state = self._distributed_state(restored)
     host_loop = self._make_loop()
-    writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "train"))
+    writer = tf.summary.create_file_writer(fileio.join(self.write_dir, "train"))
     history, t0, step = [], time.time(), start_step
     done_since = 0
     while step < self.train_steps:
       n = min(self.steps_per_loop, self.train_steps - step,
               self.save_every - step % self.save_every)
       t = time.time()
-      loss, metrics, state = host_loop(iterator, state, n)
+      loss, metrics, state = host_loop(iterator, state, tf.constant(n, tf.int32))
       loss = float(loss)
       if not np.isfinite(loss):
         raise FloatingPointError(f"loss became {loss} at step {step + n}")
@@ -271,10 +299,11 @@ class Trainer:
                f"{elapsed / n:.2f}s/step {rate:,.0f} tokens/s ETA {eta:.0f}s")
       if step % self.save_every == 0 or step == self.train_steps:
         self._save_state(state)
-        path = self.manager.save(checkpoint_number=step, options=_save_options(step, self.log))
+        path = self.save_manager.save(checkpoint_number=step,
+                                      options=_save_options(step, self.log))
         self.log(f"saved {path}")
         if getattr(self.task, "evaluate", None):
           self._evaluate(step)
     writer.flush()
-    self.task.on_end(self.model, self.model_dir, self.log)
+    self.task.on_end(self.model, self.write_dir, self.log)   # exports: the chief's only
     return history
