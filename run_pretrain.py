@@ -64,16 +64,6 @@ flags.DEFINE_enum("verify_records", "auto", list(record_format.VERIFY_MODES),
 FLAGS = flags.FLAGS
 
 
-def check_replicas(replicas, num_core_per_host, num_hosts=None):
-  """The strategy's replicas must be whole hosts of num_core_per_host (the records' layout)."""
-  hosts, extra = divmod(replicas, num_core_per_host)
-  if extra or not hosts or (num_hosts and hosts != num_hosts):
-    given = f" x --num_hosts={num_hosts}" if num_hosts else ""
-    raise ValueError(f"--num_core_per_host={num_core_per_host}{given} but the strategy has "
-                     f"{replicas} replicas")
-  return hosts
-
-
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -107,7 +97,7 @@ def main(argv):
         seed=FLAGS.seed, **training_flags.optimizer_kwargs(),
         num_hosts=FLAGS.num_hosts or 1, verify_records=FLAGS.verify_records)
     task = PretrainTask(config, model_config, run_config, FLAGS.init_checkpoint)
-    check_replicas(strategy.num_replicas_in_sync, FLAGS.num_core_per_host, FLAGS.num_hosts)
+    distribution.num_hosts(strategy, FLAGS.num_core_per_host, FLAGS.num_hosts)
     fileio.makedirs(model_dir)
     trainer = trainer_lib.Trainer(task, strategy, model_dir, FLAGS.train_steps,
                                   FLAGS.steps_per_loop, FLAGS.save_every,

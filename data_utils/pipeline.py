@@ -26,17 +26,24 @@ def parse(serialized, params):
   spec = {name: tf.io.FixedLenFeature([], tf.string) for name in record_format.FEATURES}
   raw = tf.io.parse_example(serialized, spec)
   seq_len = params.seq_len
+  rows = _static_rows(serialized)
   id_type = tf.uint16 if params.id_dtype().itemsize == 2 else tf.uint32
   perm_type = tf.uint8 if params.perm_dtype().itemsize == 1 else tf.uint16
-  ids = tf.reshape(tf.io.decode_raw(raw["input_ids"], id_type), [-1, seq_len])
-  perm = tf.reshape(tf.io.decode_raw(raw["perm"], perm_type), [-1, seq_len])
-  packed = tf.cast(tf.reshape(tf.io.decode_raw(raw["is_masked"], tf.uint8), [-1, seq_len // 8]),
+  ids = tf.reshape(tf.io.decode_raw(raw["input_ids"], id_type), [rows, seq_len])
+  perm = tf.reshape(tf.io.decode_raw(raw["perm"], perm_type), [rows, seq_len])
+  packed = tf.cast(tf.reshape(tf.io.decode_raw(raw["is_masked"], tf.uint8), [rows, seq_len // 8]),
                    tf.int32)
   bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(packed[:, :, None], tf.range(8)), 1)
-  meta = tf.reshape(tf.io.decode_raw(raw["meta"], tf.uint16), [-1, 2])
+  meta = tf.reshape(tf.io.decode_raw(raw["meta"], tf.uint16), [rows, 2])
   return {"input_ids": tf.cast(ids, tf.int32), "perm": tf.cast(perm, tf.int32),
-          "is_masked": tf.reshape(bits, [-1, seq_len]) > 0,
+          "is_masked": tf.reshape(bits, [rows, seq_len]) > 0,
           "a_len": tf.cast(meta[:, 0], tf.int32), "label": tf.cast(meta[:, 1], tf.int32)}
+
+
+def _static_rows(tensor):
+  """The batch size if known when tracing (batches of drop_remainder=True), else -1: every
+  shape stays static, as TPUs need."""
+  return tensor.shape[0] if tensor.shape.rank and tensor.shape[0] is not None else -1
 
 
 def factorization_rank(perm, params):
@@ -58,7 +65,8 @@ def expand(compact, params):
   """
   ids, is_masked = compact["input_ids"], compact["is_masked"]
   seq_len, reuse, num_predict = params.seq_len, params.reuse_len, params.num_predict
-  batch = tf.shape(ids)[0]
+  batch = _static_rows(ids)
+  batch = tf.shape(ids)[0] if batch == -1 else batch
   pos = tf.range(seq_len)
 
   func = tf.logical_or(tf.equal(ids, SEP_ID), tf.equal(ids, CLS_ID))

@@ -70,6 +70,19 @@ def get_strategy(name="default", tpu=None, devices=None, tpu_zone=None, gcp_proj
   return tf.distribute.get_strategy()
 
 
+def num_hosts(strategy, num_core_per_host, expected=None):
+  """Hosts of the job: the strategy's replicas must be whole hosts of num_core_per_host (the
+  records' layout; a v3-32 pod slice: 32 replicas, 8 per host, 4 hosts). `expected`
+  (--num_hosts), when given, must agree."""
+  replicas = strategy if isinstance(strategy, int) else strategy.num_replicas_in_sync
+  hosts, extra = divmod(replicas, num_core_per_host)
+  if extra or not hosts or (expected and hosts != expected):
+    given = f" x --num_hosts={expected}" if expected else ""
+    raise ValueError(f"--num_core_per_host={num_core_per_host}{given} but the strategy has "
+                     f"{replicas} replicas")
+  return hosts
+
+
 def is_multi_client(strategy):
   """True when each host runs its own copy of the program (multi-worker mirrored)."""
   return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and \

@@ -269,7 +269,7 @@ class Trainer:
         lambda ctx: self.task.dataset(ctx, skip_batches=start_step))
     iterator = iter(dataset)
     state = self._distributed_state(restored)
-    host_loop = self._make_loop()
+    host_loop = self.host_loop = self._make_loop()
     writer = tf.summary.create_file_writer(fileio.join(self.write_dir, "train"))
     history, t0, step = [], time.time(), start_step
     done_since = 0
