@@ -2,11 +2,20 @@
 
 All records of a pretraining shard have the same byte size (record_format.py),
 so the protobuf framing is one constant header per feature and the TFRecord
-CRC32C checksums are computed for all records at once (numpy, lockstep over
-byte columns). Reading back with `tf.data.TFRecordDataset` verifies both.
+CRC32C checksums are computed record by record by `google-crc32c` (the C library TensorFlow's
+and Google Cloud's Python clients use: the CPU's CRC32 instruction, ~1 ms per 1.6 MB shard) when it
+is installed, else for all records at once in numpy (lockstep over byte columns, ~10x slower;
+same values). Reading back with `tf.data.TFRecordDataset` verifies both.
 """
 
 import numpy as np
+
+try:
+  import google_crc32c as _google_crc32c
+  if _google_crc32c.implementation != "c":      # its pure-Python fallback is slower than numpy
+    _google_crc32c = None
+except ImportError:
+  _google_crc32c = None
 
 _CRC_TABLE = None
 
@@ -21,10 +30,17 @@ def _crc_table():
   return _CRC_TABLE
 
 
-def crc32c(rows):
-  """CRC32C (Castagnoli) of each row of a uint8 [N, M] array -> uint32 [N]."""
+def crc32c(rows, native=True):
+  """CRC32C (Castagnoli) of each row of a uint8 [N, M] array -> uint32 [N].
+
+  `native=False` uses numpy even when google-crc32c is installed (the tests compare the two)."""
   rows = np.asarray(rows, np.uint8)
   n, m = rows.shape
+  if native and _google_crc32c is not None and m:
+    data = rows.tobytes()
+    cuts = range(0, n * m, m)
+    return np.fromiter(map(_google_crc32c.value, map(data.__getitem__, map(
+        slice, cuts, range(m, n * m + 1, m)))), np.uint32, count=n)
   if n < 64:                      # a few rows: the plain byte-at-a-time loop
     table = _crc_table()
     crc = np.full(n, 0xFFFFFFFF, np.uint32)
@@ -64,8 +80,8 @@ def _position_tables(m):
   return _POSITION_TABLES[m]
 
 
-def masked_crc32c(rows):
-  crc = crc32c(rows).astype(np.uint64)
+def masked_crc32c(rows, native=True):
+  crc = crc32c(rows, native).astype(np.uint64)
   masked = ((crc >> 15) | (crc << 17)) + 0xA282EAD8
   return (masked & 0xFFFFFFFF).astype(np.uint32)
 

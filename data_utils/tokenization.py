@@ -31,6 +31,21 @@ _PUNCTUATION = set(string.punctuation)
 _ODD_SPACE = "\t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SPACES = re.compile(" {2,}")
+_SPACES_BYTES = re.compile(b" {2,}")
+
+
+def _byte_table(lower):
+  """bytes.translate table: ASCII whitespace other than " " and "\n" -> " ", A-Z -> a-z if LOWER
+  (bytes >= 0x80 are left alone: their lines are normalised one by one)."""
+  table = bytearray(range(256))
+  for ch in _ODD_SPACE:
+    table[ord(ch)] = ord(" ")
+  if lower:
+    table[ord("A"):ord("Z") + 1] = bytes(range(ord("a"), ord("z") + 1))
+  return bytes(table)
+
+
+_BYTE_TABLES = {False: _byte_table(False), True: _byte_table(True)}
 
 
 def preprocess_text(text, lower=False, remove_space=True, keep_accents=False):
@@ -165,16 +180,60 @@ class Tokenizer:
 
   def _encode(self, lines):
     texts = self.normalize_lines(lines, collapse=not self._model_collapses_spaces)
+    return self._encode_texts(texts)
+
+  def _encode_texts(self, texts):
+    """Normalised texts (str, or ASCII bytes) -> (id lists, int32 flat ids, int64 lengths)."""
     ids = self.sp.Encode(texts, out_type=int)
     lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
     flat = np.fromiter(itertools.chain.from_iterable(ids), np.int32, count=int(lengths.sum()))
-    needs = self._needs_split[flat]
-    if needs.any():
-      for k in np.unique(np.repeat(np.arange(len(ids)), lengths)[needs]):
-        ids[k] = self._fix_digit_comma(texts[k])
-      lengths = np.fromiter(map(len, ids), np.int64, count=len(ids))
-      flat = np.fromiter(itertools.chain.from_iterable(ids), np.int32, count=int(lengths.sum()))
+    needs = np.flatnonzero(self._needs_split[flat])
+    if len(needs):      # a few lines: their new ids spliced into the flat array
+      ends = np.cumsum(lengths)
+      parts, done = [], 0
+      for k in np.unique(np.searchsorted(ends, needs, "right")):
+        text = texts[k]
+        ids[k] = self._fix_digit_comma(text.decode("utf-8") if isinstance(text, bytes) else text)
+        parts += [flat[done:ends[k] - lengths[k]], np.array(ids[k], np.int32)]
+        done = ends[k]
+        lengths[k] = len(ids[k])
+      flat = np.concatenate(parts + [flat[done:]])
     return ids, flat, lengths
+
+  def encode_block(self, block):
+    """Many lines at once, given as ONE bytes object: the lines joined by "\n", UTF-8 (lone
+    surrogates as "surrogatepass" writes them).
+
+    Returns (int32 [total] ids, int64 [lines] lengths, bool [lines] blank): the ids and lengths
+    of `encode_flat(block.decode().split("\n"))`, and which lines are all whitespace
+    (`not line.strip()`). The release's normalisation runs on the whole block's bytes (one
+    translate for odd spaces and case, one split per quote pair, one split into lines); only the
+    lines holding non-ASCII bytes go through `preprocess_text` one by one.
+    """
+    text = block.translate(_BYTE_TABLES[bool(self.lower)])
+    collapse = not self._model_collapses_spaces
+    if collapse and b"  " in text:
+      text = _SPACES_BYTES.sub(b" ", text)
+    for pair in (b"``", b"''"):
+      if pair in text:
+        text = b'"'.join(text.split(pair))
+    texts = text.split(b"\n")
+    stripped = list(map(bytes.strip, texts))
+    blank = np.fromiter(map(len, stripped), np.int64, count=len(texts)) == 0
+    if collapse:         # (a model that removes extra spaces drops leading and trailing ones too)
+      texts = stripped
+    if not block.isascii():
+      raw = np.frombuffer(block, np.uint8)
+      breaks = np.flatnonzero(raw == 10)
+      starts = np.concatenate([[0], breaks + 1])
+      ends = np.append(breaks, len(block))
+      for k in np.unique(np.searchsorted(breaks, np.flatnonzero(raw >= 0x80))):
+        line = block[starts[k]:ends[k]].decode("utf-8", "surrogatepass")
+        blank[k] = not line.strip()
+        texts[k] = preprocess_text(_SURROGATE.sub("\ufffd", line), lower=self.lower,
+                                   keep_accents=self.keep_accents)
+    _, flat, lengths = self._encode_texts(texts)
+    return flat, lengths, blank
 
   def encode(self, text):
     return self.encode_lines([text])[0]

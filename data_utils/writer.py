@@ -154,13 +154,14 @@ def plan_shards(paths, shard_bytes):
   return shards, empty
 
 
-def read_lines(shard):
-  """The shard's lines; an empty line separates the pieces (= document end).
+def read_block(shard):
+  """The shard's text as one bytes object: its lines joined by "\n" (UTF-8), an empty line
+  after each piece (= document end).
 
-  Returns (lines, bad_lines, first_bad): lines that are not UTF-8 are skipped,
-  counted, and the first is reported as "path:line". A BOM opening a file is dropped.
+  Returns (block, bad_lines, first_bad): lines that are not UTF-8 are skipped, counted, and the
+  first is reported as "path:line". A BOM opening a file is dropped.
   """
-  lines, bad, first_bad = [], 0, None
+  parts, bad, first_bad = [], 0, None
   for path, start, end in shard.pieces:
     with _open_read(path) as f:
       f.seek(start)
@@ -168,33 +169,44 @@ def read_lines(shard):
     if start == 0 and data.startswith(b"\xef\xbb\xbf"):
       data = data[3:]
     try:
-      lines.extend(data.decode("utf-8").split("\n"))
+      if not data.isascii():
+        data.decode("utf-8")
+      parts.append(data)
     except UnicodeDecodeError:
       with _open_read(path) as f:
         line_base = f.read(start).count(b"\n") + 1
+      good = []
       for k, raw in enumerate(data.split(b"\n")):
         try:
-          lines.append(raw.decode("utf-8"))
+          raw.decode("utf-8")
+          good.append(raw)
         except UnicodeDecodeError:
           bad += 1
           first_bad = first_bad or f"{path}:{line_base + k}"
-    lines.append("")
-  return lines, bad, first_bad
+      parts.append(b"\n".join(good))
+    parts.append(b"")
+  return b"\n".join(parts), bad, first_bad
+
+
+def read_lines(shard):
+  """`read_block` as a list of lines (str): (lines, bad_lines, first_bad)."""
+  block, bad, first_bad = read_block(shard)
+  return block.decode("utf-8").split("\n"), bad, first_bad
 
 
 def build_stream(tokenizer, lines, use_eod=True):
   """Lines -> (token stream int32 [N], sentence ids bool [N], counts).
 
-  Every sentence is a unit with its own sentence id; a run of blank lines ends
-  a document, whose <eod> joins its last sentence (as the release). A line that encodes to
-  nothing is neither.
+  LINES: a list of str, or `read_block`'s bytes (the lines joined by "\n"). Every sentence is
+  a unit with its own sentence id; a run of blank lines ends a document, whose <eod> joins its
+  last sentence (as the release). A line that encodes to nothing is neither.
   """
-  text_rows = [k for k, line in enumerate(lines) if line.strip()]
-  flat, lengths = tokenizer.encode_flat([lines[k] for k in text_rows])
-  per_line = np.zeros(len(lines), np.int64)
-  per_line[text_rows] = lengths
-  blank = np.ones(len(lines), bool)
-  blank[text_rows] = False
+  if isinstance(lines, bytes):
+    block = lines
+  else:
+    lines = [line.replace("\n", " ") if "\n" in line else line for line in lines]
+    block = "\n".join(lines).encode("utf-8", "surrogatepass")
+  flat, per_line, blank = tokenizer.encode_block(block)
   events = np.flatnonzero((per_line > 0) | blank)         # sentences and blank lines, in order
   is_unit = per_line[events] > 0
   # a blank line right after a sentence ends a document (later blank lines of a run do not)
@@ -296,10 +308,11 @@ def write_shard(job):
   shard, params, sp_model, output_dir, split, seed = job
   _tune_malloc()
   tokenizer = _tokenizer(sp_model, params.uncased)
-  lines, bad, first_bad = read_lines(shard)
-  stream, sent, counts = build_stream(tokenizer, lines, params.use_eod)
+  block, bad, first_bad = read_block(shard)
+  stream, sent, counts = build_stream(tokenizer, block, params.use_eod)
   rng = np.random.default_rng([seed, shard.index])
-  stats = {"input_bytes": shard.size(), "tokens": int(len(stream)), "lines": len(lines),
+  stats = {"input_bytes": shard.size(), "tokens": int(len(stream)),
+           "lines": block.count(b"\n") + 1,
            "bad_lines": bad, "first_bad_line": first_bad, **counts,
            "inputs": [f"{p}[{s}:{e}]" for p, s, e in shard.pieces], "seed": seed}
   features, num_batch, more = build_records(rng, stream, sent, params, tokenizer.start_piece)

@@ -292,3 +292,14 @@ def test_fast_paths_equal_the_plain_ones(tok):
   assert tok.encode_lines(lines) == want
   flat, lengths = tok.encode_flat(lines)
   assert list(lengths) == [len(w) for w in want] and list(flat) == sum(want, [])
+  # google-crc32c (when installed) against the numpy computation, many and few rows
+  for part in (rows, rows[:7], check):
+    np.testing.assert_array_equal(tfrecord.crc32c(part), tfrecord.crc32c(part, native=False))
+  # the whole-block normalisation against the per-line one: odd spaces, quotes, case, blank
+  # lines (also all-whitespace non-ASCII ones), a lone surrogate, digit-comma pieces
+  lines = lines + ["", " \t ", "\u3000", "A ``B'' '''C''' ```D", "x\x1cy\x0bz\r",
+                   "\ud800 bad", "Le 1,000, 2000, ET", "\u00c9t\u00e9  1999,"]
+  flat, lengths, blank = tok.encode_block("\n".join(lines).encode("utf-8", "surrogatepass"))
+  want = tok.encode_lines(lines)
+  assert list(lengths) == [len(w) for w in want] and list(flat) == sum(want, [])
+  assert list(blank) == [not line.strip() for line in lines]
