@@ -79,7 +79,7 @@ def test_chief_is_worker_0_unless_a_chief_is_named(monkeypatch):
   class Strategy(tf.distribute.MultiWorkerMirroredStrategy):
     cluster_resolver = None                   # the property, replaced: no cluster here
 
-    def __init__(self, task_type, task_id):   # noqa: super().__init__ would start one
+    def __init__(self, task_type, task_id):   # no super().__init__: it would start one
       self.cluster_resolver = type("R", (), {"task_type": task_type, "task_id": task_id})
 
   monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["a:1", "b:2"]}}')
@@ -114,7 +114,7 @@ def shards(tmp_path_factory, text_and_sp):
                                       num_predict=ph.NP, bsz_per_host=ph.BSZ,
                                       num_core_per_host=2, uncased=True)
   from data_utils import writer
-  for out, tasks in (("all", {}), ("task1", dict(num_tasks=2, task=1))):
+  for out, tasks in (("all", {}), ("task1", {"num_tasks": 2, "task": 1})):
     writer.create(text, sp, str(base / out), params, shard_bytes=60_000,
                   progress=lambda m: None, **tasks)
   ph.make_records(text, sp, base / "one")
@@ -161,7 +161,7 @@ def test_host_loop_is_one_graph_loop_around_a_compiled_step(tmp_path, shards):
   trainer, losses = ph.train(task, tmp_path, steps_per_loop=2, save_every=5)
   assert len(losses) == 3                                   # host calls of 2, 2 and 1 steps
   assert trainer.host_loop.experimental_get_tracing_count() == 1   # steps: a tensor, no retrace
-  (graph,) = [f.graph for f in trainer.host_loop._list_all_concrete_functions()]  # noqa: SLF001
+  (graph,) = [f.graph for f in trainer.host_loop._list_all_concrete_functions()]
   definition = graph.as_graph_def()
   ops = {n.op for n in definition.node}
   for function in definition.library.function:

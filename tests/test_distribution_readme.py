@@ -20,7 +20,7 @@ def section_commands():
   assert SECTION in text
   body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
   found = []
-  for block in re.findall(r"```bash\n(.*?)```", body, re.S):
+  for block in re.findall(r"```bash\n(.*?)```", body, re.DOTALL):
     for line in block.replace("\\\n", " ").splitlines():
       found += commands_in(line)
   return found
@@ -53,8 +53,8 @@ def defined_flags(scripts):
   finally:
     for p in procs.values():
       p.kill()
-  return {s: set(re.findall(r"^\s+--(?:\[no\])?(\w+):", text, re.M)) for s, text in out.items()}, \
-      {s: set(re.findall(r"^\s+--\[no\](\w+):", text, re.M)) for s, text in out.items()}
+  return {s: set(re.findall(r"^\s+--(?:\[no\])?(\w+):", text, re.MULTILINE)) for s, text in out.items()}, \
+      {s: set(re.findall(r"^\s+--\[no\](\w+):", text, re.MULTILINE)) for s, text in out.items()}
 
 
 def test_readme_section_names_only_defined_flags():

@@ -67,7 +67,7 @@ def clean_env(**extra):
 def logged_losses(stdout):
   """{step: loss} from the log lines (4 decimals)."""
   return {int(m.group(1)): float(m.group(2))
-          for m in re.finditer(r"^step (\d+)/\d+ loss ([\d.]+)", stdout, re.M)}
+          for m in re.finditer(r"^step (\d+)/\d+ loss ([\d.]+)", stdout, re.MULTILINE)}
 
 
 def event_losses(model_dir):
@@ -128,8 +128,8 @@ def test_two_workers_train_as_one_process_and_resume_together(setup):
 
   def launch(steps):
     model_dir = base / "mw"
-    args = command(records, cfg, model_dir, steps) + ["--distribution_strategy="
-                                                      "multi_worker_mirrored"]
+    args = [*command(records, cfg, model_dir, steps),
+            "--distribution_strategy=multi_worker_mirrored"]
     return [subprocess.Popen(
         [sys.executable, "run_pretrain.py"] + args, cwd=ROOT, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -157,7 +157,7 @@ def test_two_workers_train_as_one_process_and_resume_together(setup):
                                                     "ckpt-3.index"]
   assert (model_dir / "export" / "xlnet_config.json").exists()
   # The non-chief saved too (the save's collectives) into its own temporary directory, removed.
-  saved = re.search(r"^saved (\S+)", first[1], re.M).group(1)
+  saved = re.search(r"^saved (\S+)", first[1], re.MULTILINE).group(1)
   assert not saved.startswith(str(model_dir)) and not os.path.exists(saved + ".index")
 
   # Second run of the same command with --train_steps=6: both hosts resume at step 3. (Step s

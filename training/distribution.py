@@ -26,7 +26,7 @@ STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu
 def _flag(name):
   """An absl flag's value if the running script defines it (fine-tuning scripts share
   --tpu_zone / --gcp_project through training/flags.py), else None."""
-  from absl import flags  # noqa: PLC0415
+  from absl import flags
   try:
     return getattr(flags.FLAGS, name)
   except (AttributeError, flags.UnparsedFlagAccessError):
@@ -86,7 +86,7 @@ def num_hosts(strategy, num_core_per_host, expected=None):
 def is_multi_client(strategy):
   """True when each host runs its own copy of the program (multi-worker mirrored)."""
   return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and \
-      strategy.extended._num_workers > 1   # noqa: SLF001 (no public accessor)
+      strategy.extended._num_workers > 1
 
 
 def task_of(strategy):
