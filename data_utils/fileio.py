@@ -214,3 +214,90 @@ def remove_stale_tmp(directory, prefix=""):
     with contextlib.suppress(Exception):
       remove(join(directory, name))
   return len(stale)
+
+
+# ---- the light variants: local paths without TensorFlow -----------------------------------------
+# For processes that must not import TensorFlow: the text-to-records writer and its forked workers
+# (importing TensorFlow costs ~3.5 s per process, and forking after it is unsafe), the tokenizer
+# and the tokenizer trainer. A local path goes to the OS directly (builtin `open`, `os`, `glob`);
+# a URL (gs://, ram://) goes through tf.io.gfile like the functions above, TensorFlow then being
+# imported on first use. Errors: the builtin ones (FileNotFoundError, OSError) for both.
+# Everything else calls the functions above.
+
+def open_read_light(path):
+  """A seekable binary reader of PATH."""
+  if not is_url(path):
+    return open(path, "rb")
+  return gfile().GFile(path, "rb")
+
+
+def open_text_light(path, encoding="utf-8", errors="strict", newline=None):
+  """A text reader of PATH with the builtin `open`'s newline handling."""
+  if not is_url(path):
+    return open(path, encoding=encoding, errors=errors, newline=newline)
+  return open_text(path, encoding=encoding, errors=errors, newline=newline)
+
+
+def read_bytes_light(path):
+  """The whole file. A missing PATH is FileNotFoundError (also on ram://, whose TensorFlow
+  `exists` answers True for any prefix of an existing name)."""
+  if not is_url(path):
+    with open(path, "rb") as f:
+      return f.read()
+  if not exists(path):
+    raise FileNotFoundError(f"{path}: not found")
+  return read_bytes(path)
+
+
+def size_light(path):
+  return os.path.getsize(path) if not is_url(path) else size(path)
+
+
+def write_atomic_light(path, data):
+  """PATH holds DATA (bytes or str), published whole (temporary name, then rename) or not at all.
+  The parent directory must exist for a local PATH."""
+  if is_url(path):
+    write_atomic(path, data)
+    return
+  tmp = tmp_name(path)
+  try:
+    with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+      f.write(data)
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
+
+
+def remove_light(path):
+  if is_url(path):
+    remove(path)
+  else:
+    os.remove(path)
+
+
+def listdir_light(path):
+  """Sorted names in directory PATH."""
+  return listdir(path) if is_url(path) else sorted(os.listdir(path))
+
+
+def makedirs_light(path):
+  if not path:
+    return
+  if is_url(path):
+    makedirs(path)
+  else:
+    os.makedirs(path, exist_ok=True)
+
+
+def glob_files_light(patterns):
+  """Files (not directories) matched by comma-separated glob PATTERNS, sorted, each once."""
+  import glob as glob_module  # noqa: PLC0415
+  paths = set()
+  for pattern in filter(None, (g.strip() for g in str(patterns).split(","))):
+    if is_url(pattern):
+      paths.update(p for p in glob(pattern) if not gfile().stat(p).is_directory)
+    else:
+      paths.update(p for p in glob_module.glob(pattern) if os.path.isfile(p))
+  return sorted(paths)

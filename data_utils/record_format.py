@@ -123,7 +123,7 @@ class RecordParams:
 def sha256(path, chunk=8 << 20):
   """Hex SHA-256 of a file (local, or any tf.io.gfile URL)."""
   h = hashlib.sha256()
-  with (fileio.open_binary(path) if fileio.is_url(path) else open(path, "rb")) as f:
+  with fileio.open_read_light(path) as f:
     for block in iter(lambda: f.read(chunk), b""):
       h.update(block)
   return h.hexdigest()

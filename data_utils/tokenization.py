@@ -64,16 +64,11 @@ def preprocess_text(text, lower=False, remove_space=True, keep_accents=False):
 def read_model_bytes(path):
   """The bytes of a SentencePiece model at a local path or any tf.io.gfile URL.
 
-  Local paths are read without TensorFlow (the writer's worker processes stay light); a missing
-  file is FileNotFoundError naming it.
+  Local paths are read without TensorFlow (`fileio.read_bytes_light`: the writer's worker
+  processes stay light); a missing file is FileNotFoundError naming it.
   """
   try:
-    if not fileio.is_url(path):
-      with open(path, "rb") as f:
-        return f.read()
-    if not fileio.exists(path):
-      raise FileNotFoundError(path)
-    return fileio.read_bytes(path)
+    return fileio.read_bytes_light(path)
   except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
     raise FileNotFoundError(f"{path}: SentencePiece model not found") from None
   except Exception as e:     # noqa: BLE001 (tf.errors.* on URLs: one line naming the file)
@@ -253,13 +248,14 @@ def train_sentencepiece(input_files, model_prefix, vocab_size, lower=False,
   Like the release: `<cls> <sep> <pad> <mask> <eod>` are control symbols (ids
   3-7), `<eop>` a user-defined symbol (id 8). Text is normalised with
   `preprocess_text` first (uncased when `lower`). Inputs and `model_prefix` may be local
-  paths or tf.io.gfile URLs: the text is streamed to SentencePiece and the model handed back
-  in memory, so nothing is staged on the local disk. Writes `model_prefix.model` and
-  `.vocab` (each atomically, the model last) and returns the model path.
+  paths (read and written without TensorFlow) or tf.io.gfile URLs: the text is streamed to
+  SentencePiece and the model handed back in memory, so nothing is staged on the local disk.
+  Writes `model_prefix.model` and `.vocab` (each atomically, the model last) and returns the
+  model path.
   """
   def sentences():
     for path in input_files:
-      with fileio.open_text(path, errors="replace") as f:
+      with fileio.open_text_light(path, errors="replace") as f:
         for line in f:
           line = preprocess_text(line, lower=lower)
           if line:
@@ -279,8 +275,9 @@ def train_sentencepiece(input_files, model_prefix, vocab_size, lower=False,
   sp = spm.SentencePieceProcessor(model_proto=proto)
   vocab = "".join(f"{sp.IdToPiece(i)}\t{_score(sp.GetScore(i))}\n"
                   for i in range(sp.GetPieceSize()))
-  fileio.write_atomic(model_prefix + ".vocab", vocab.encode("utf-8"))
-  fileio.write_atomic(model_prefix + ".model", proto)
+  fileio.makedirs_light(fileio.dirname(model_prefix))
+  fileio.write_atomic_light(model_prefix + ".vocab", vocab.encode("utf-8"))
+  fileio.write_atomic_light(model_prefix + ".model", proto)
   return model_prefix + ".model"
 
 

@@ -32,8 +32,7 @@ def main(argv):
   del argv
   if not FLAGS.input_glob or not FLAGS.model_prefix:
     sys.exit("train_tokenizer.py: --input_glob and --model_prefix are required")
-  paths = sorted({p for g in FLAGS.input_glob.split(",") if g.strip()
-                  for p in fileio.glob(g.strip()) if not fileio.gfile().stat(p).is_directory})
+  paths = fileio.glob_files_light(FLAGS.input_glob)
   if not paths:
     sys.exit(f"train_tokenizer.py: --input_glob={FLAGS.input_glob} matched no files")
   try:

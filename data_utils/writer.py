@@ -6,82 +6,20 @@ becomes one token stream, cut into batch lanes, and written as one TFRecord file
 plus its JSON record-info. A shard's bytes depend only on its text, the
 parameters and (seed, shard index), never on how many workers or tasks ran.
 
-Paths may be local or any tf.io.gfile URL (gs://, ram://). URLs go through data_utils/fileio.py;
-local paths use the builtin calls directly, so that a local run never imports TensorFlow (3 s of
-start-up, and not fork-safe for the worker processes). Publication: the record file is written
-under a temporary name and renamed, the record-info JSON is written the same way after it, so a
-shard is complete exactly when its info exists and names the record file's size; a killed run
-leaves `.tmp-` objects, which the next run of the same shards deletes.
+Paths may be local or any tf.io.gfile URL (gs://, ram://). Every access goes through
+data_utils/fileio.py's light functions (`*_light`): local paths without TensorFlow, so that a
+local run never imports it (3.5 s of start-up, and not fork-safe for the worker processes).
+Publication: the record file is written under a temporary name and renamed, the record-info JSON
+is written the same way after it, so a shard is complete exactly when its info exists and names
+the record file's size; a killed run leaves `.tmp-` objects, which the next run of the same shards
+deletes.
 """
 
-
-# ---- file access: local paths without TensorFlow, URLs through fileio ----------------------------
-def _open_read(path):
-  """A seekable binary reader of PATH."""
-  return fileio.gfile().GFile(path, "rb") if fileio.is_url(path) else open(path, "rb")
-
-
-def _size(path):
-  return fileio.size(path) if fileio.is_url(path) else os.path.getsize(path)
-
-
-def _read(path):
-  with _open_read(path) as f:
-    return f.read()
-
-
-def _write_atomic(path, data):
-  """PATH holds DATA (bytes), published whole (temporary name, then rename) or not at all."""
-  if fileio.is_url(path):
-    fileio.write_atomic(path, data)
-    return
-  tmp = fileio.tmp_name(path)
-  try:
-    with open(tmp, "wb") as f:
-      f.write(data)
-    os.replace(tmp, path)
-  except BaseException:
-    with contextlib.suppress(OSError):
-      os.remove(tmp)
-    raise
-
-
-def _remove(path):
-  """Deletes PATH if it exists."""
-  with contextlib.suppress(Exception):
-    if fileio.is_url(path):
-      fileio.remove(path)
-    else:
-      os.remove(path)
-
-
-def _listdir(path):
-  return fileio.listdir(path) if fileio.is_url(path) else sorted(os.listdir(path))
-
-
-def _makedirs(path):
-  if fileio.is_url(path):
-    fileio.makedirs(path)
-  else:
-    os.makedirs(path, exist_ok=True)
-
-
-def _expand_globs(input_glob):
-  """Files (not directories) matched by comma-separated globs, sorted, each once."""
-  import glob
-  paths = set()
-  for pattern in filter(None, (g.strip() for g in input_glob.split(","))):
-    if fileio.is_url(pattern):
-      paths.update(p for p in fileio.glob(pattern) if not fileio.gfile().stat(p).is_directory)
-    else:
-      paths.update(p for p in glob.glob(pattern) if os.path.isfile(p))
-  return sorted(paths)
 
 import contextlib
 import dataclasses
 import json
 import logging
-import os
 
 import numpy as np
 
@@ -130,12 +68,12 @@ def plan_shards(paths, shard_bytes):
   """
   pieces, empty = [], []
   for path in paths:
-    size = _size(path)
+    size = fileio.size_light(path)
     if size < (1 << 20):
-      if not _read(path).strip():
+      if not fileio.read_bytes_light(path).strip():
         empty.append(path)
         continue
-    with _open_read(path) as f:
+    with fileio.open_read_light(path) as f:
       start = 0
       while start < size:
         end = size if size - start <= shard_bytes else _next_document_break(
@@ -163,7 +101,7 @@ def read_block(shard):
   """
   parts, bad, first_bad = [], 0, None
   for path, start, end in shard.pieces:
-    with _open_read(path) as f:
+    with fileio.open_read_light(path) as f:
       f.seek(start)
       data = f.read(end - start)
     if start == 0 and data.startswith(b"\xef\xbb\xbf"):
@@ -173,7 +111,7 @@ def read_block(shard):
         data.decode("utf-8")
       parts.append(data)
     except UnicodeDecodeError:
-      with _open_read(path) as f:
+      with fileio.open_read_light(path) as f:
         line_base = f.read(start).count(b"\n") + 1
       good = []
       for k, raw in enumerate(data.split(b"\n")):
@@ -332,16 +270,21 @@ def write_shard(job):
   return info
 
 
+def _write_atomic(path, data):
+  """`fileio.write_atomic_light` (one name, so that a test can kill a run between two writes)."""
+  fileio.write_atomic_light(path, data)
+
+
 def shard_done(params, output_dir, split, shard):
   """True when the shard's record file and info exist and agree (a rerun skips it)."""
   info_path = fileio.join(output_dir, params.info_name(split, shard.index))
   record_path = fileio.join(output_dir, params.record_name(split, shard.index))
   try:
-    info = json.loads(_read(info_path).decode("utf-8"))
+    info = json.loads(fileio.read_bytes_light(info_path).decode("utf-8"))
     if info.get("num_batch") == 0:
       return True
     return info.get("record_file") == fileio.basename(record_path) and \
-        info.get("bytes") == _size(record_path)
+        info.get("bytes") == fileio.size_light(record_path)
   except Exception:     # noqa: BLE001 (missing, unreadable or half-written: write it again)
     return False
 
@@ -362,7 +305,7 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
     raise ValueError(f"--task={task} must be in [0, --num_tasks={num_tasks})")
   if num_workers < 1:
     raise ValueError(f"--num_workers={num_workers} must be >= 1")
-  paths = _expand_globs(input_glob)
+  paths = fileio.glob_files_light(input_glob)
   if not paths:
     raise FileNotFoundError(f"--input_glob={input_glob} matched no files")
   tokenizer = _tokenizer(sp_model, params.uncased)
@@ -372,17 +315,19 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
     progress(f"skipped empty or all-blank file {path}")
   if not shards:
     raise ValueError(f"--input_glob={input_glob}: all {len(paths)} files are empty")
-  _makedirs(output_dir)
+  fileio.makedirs_light(output_dir)
   mine = [s for s in shards if s.index % num_tasks == task]
   todo = [s for s in mine if not shard_done(params, output_dir, split, s)]
   # Leftovers of an interrupted run of these shards (never another task's): temporary objects,
   # and the info of a shard about to be rewritten (so no info ever describes another file).
   prefixes = tuple(name + fileio.TMP_MARK for s in mine for name in _names(params, split, s))
-  for name in _listdir(output_dir):
+  for name in fileio.listdir_light(output_dir):
     if name.startswith(prefixes):
-      _remove(fileio.join(output_dir, name))
+      with contextlib.suppress(Exception):
+        fileio.remove_light(fileio.join(output_dir, name))
   for s in todo:
-    _remove(fileio.join(output_dir, params.info_name(split, s.index)))
+    with contextlib.suppress(Exception):
+      fileio.remove_light(fileio.join(output_dir, params.info_name(split, s.index)))
   if num_workers > 1 and (output_dir.startswith("ram://")
                           or any(p.startswith("ram://") for p in paths)):
     num_workers = 1      # ram:// lives in one process's memory: workers would not see it
