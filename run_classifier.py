@@ -65,6 +65,11 @@ def main(argv):
                       ("model_config_path", FLAGS.model_config_path)):
     if not value:
       sys.exit(f"run_classifier.py: --{name} is required")
+  try:   # first: a multi-worker strategy configures collectives before TensorFlow's first op
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu,
+                                         tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project)
+  except ValueError as e:
+    sys.exit(f"run_classifier.py: {e}")
   keras.utils.set_random_seed(FLAGS.seed)
   if FLAGS.use_bfloat16:
     trainer_lib.use_bfloat16(FLAGS)
@@ -80,7 +85,6 @@ def main(argv):
         **training_flags.optimizer_kwargs())
     task = ClassifierTask(config, model_flags.model_config_from_flags(),
                           model_flags.run_config_from_flags(), FLAGS.init_checkpoint)
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
     if FLAGS.do_eval:
       results = task.evaluate(model, FLAGS.eval_split)

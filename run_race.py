@@ -57,6 +57,11 @@ def main(argv):
   for name, value in (("data_dir", FLAGS.data_dir), ("model_dir", model_dir), ("model_config_path", FLAGS.model_config_path)):
     if not value:
       sys.exit(f"run_race.py: --{name} is required")
+  try:   # first: a multi-worker strategy configures collectives before TensorFlow's first op
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu,
+                                         tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project)
+  except ValueError as e:
+    sys.exit(f"run_race.py: {e}")
   keras.utils.set_random_seed(FLAGS.seed)
   if FLAGS.use_bfloat16:
     trainer_lib.use_bfloat16(FLAGS)
@@ -71,7 +76,6 @@ def main(argv):
     task = RaceTask(config, model_flags.model_config_from_flags(),
                     model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
                     max_qa_length=FLAGS.max_qa_length)
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
     if FLAGS.do_eval:
       print(json.dumps({"split": FLAGS.eval_split, **task.evaluate(model, FLAGS.eval_split)}))

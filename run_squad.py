@@ -100,6 +100,8 @@ def main(argv):
       if not value:
         sys.exit(f"run_squad.py: --{name} is required")
     _check_flags()
+    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu,
+                                         tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project)
     keras.utils.set_random_seed(FLAGS.seed)
     if FLAGS.use_bfloat16:
       trainer_lib.use_bfloat16(FLAGS)
@@ -118,7 +120,6 @@ def main(argv):
                      FLAGS.init_checkpoint)
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
     if FLAGS.do_predict:
       result = task.predict(model, FLAGS.predict_file, model_dir)
