@@ -9,6 +9,12 @@ as a fraction of an encode run just before it (median over the repeats), with
 --script the same for create_pretrain_data.py as a whole process, and bytes per
 stored record and per sequence position.
 
+Every timed run is measured twice: in CPU time (user + system of this process and of the
+children it waited for: the worker pool, or the create_pretrain_data.py process, by
+getrusage(RUSAGE_CHILDREN)) and in wall time. Per-core rates and the `_cpu` ratios come from
+CPU time, which on a shared machine does not count the time the neighbours held the core; the
+`_wall` figures are reported too (on an idle core the two agree).
+
   taskset -c 0 python bench/preprocess.py --workers 1 --script [--work_dir /tmp/xlnet_bench]
 """
 
@@ -16,6 +22,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -29,6 +36,30 @@ from data_utils import corpus, record_format, tokenization, writer  # noqa: E402
 
 PARAMS = record_format.RecordParams(seq_len=256, reuse_len=128, perm_size=128, num_predict=43,
                                     bsz_per_host=8, bi_data=True, uncased=True)
+
+
+def _cpu_seconds():
+  """User + system CPU time of this process and of its waited-for children."""
+  own = resource.getrusage(resource.RUSAGE_SELF)
+  kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(func, *args, **kwargs):
+  """Runs func; returns (CPU seconds, wall seconds)."""
+  cpu, wall = _cpu_seconds(), time.perf_counter()
+  func(*args, **kwargs)
+  return _cpu_seconds() - cpu, time.perf_counter() - wall
+
+
+def report(results, name, n_tokens, pairs):
+  """PAIRS: [((encode cpu, encode wall), (run cpu, run wall))] -> rates (best run) and the
+  median of the paired ratios, in CPU and in wall time."""
+  for k, kind in enumerate(("cpu", "wall")):
+    results[f"{name}_tokens_per_s_{kind}"] = n_tokens / min(r[k] for _, r in pairs)
+    ratios = [e[k] / r[k] for e, r in pairs]
+    results[f"{name}_vs_spm_encode_median_{kind}"] = statistics.median(ratios)
+    results[f"{name}_vs_spm_encode_all_{kind}"] = " ".join(f"{x:.3f}" for x in ratios)
 
 
 def main():
@@ -54,33 +85,26 @@ def main():
   with open(text, encoding="utf-8") as f:
     lines = [l for l in f.read().split("\n") if l.strip()]
 
-  best = lambda f: min(f() for _ in range(args.repeats))
-  def encode_only():
-    t = time.perf_counter()
-    tok.sp.Encode(lines, out_type=int)
-    return time.perf_counter() - t
-  def full_tokenizer():
-    t = time.perf_counter()
-    tok.encode_lines(lines)
-    return time.perf_counter() - t
   n_tokens = sum(map(len, tok.encode_lines(lines)))
-  results = {"input_bytes": os.path.getsize(text), "tokens": n_tokens,
-             "spm_encode_tokens_per_s": n_tokens / best(encode_only),
-             "tokenizer_with_normalisation_tokens_per_s": n_tokens / best(full_tokenizer)}
+  results = {"input_bytes": os.path.getsize(text), "tokens": n_tokens}
+  encode_only = lambda: timed(tok.sp.Encode, lines, out_type=int)
+  full_tokenizer = lambda: timed(tok.encode_lines, lines)
+  for name, func in (("spm_encode", encode_only),
+                     ("tokenizer_with_normalisation", full_tokenizer)):
+    runs = [func() for _ in range(args.repeats)]
+    results[f"{name}_tokens_per_s_cpu"] = n_tokens / min(c for c, _ in runs)
+    results[f"{name}_tokens_per_s_wall"] = n_tokens / min(w for _, w in runs)
   # The machine may be shared: each end-to-end run is paired with an encode run just before it,
-  # and the ratio of the pair is what is compared (median over the repeats).
+  # and the ratio of the pair is what is compared (median over the repeats), in CPU and in wall
+  # time.
   for workers in [int(w) for w in args.workers.split(",")]:
     out = os.path.join(args.work_dir, f"records_w{workers}")
     def run():
       shutil.rmtree(out, ignore_errors=True)
-      t = time.perf_counter()
-      writer.create(text, sp, out, PARAMS, num_workers=workers,
-                    shard_bytes=int(args.shard_mb * 1e6), progress=lambda m: None)
-      return time.perf_counter() - t
-    pairs = [(encode_only(), run()) for _ in range(args.repeats)]
-    results[f"end_to_end_{workers}_workers_tokens_per_s"] = n_tokens / min(r for _, r in pairs)
-    results[f"end_to_end_{workers}_workers_vs_spm_encode_median"] = statistics.median(
-        e / r for e, r in pairs)
+      return timed(writer.create, text, sp, out, PARAMS, num_workers=workers,
+                   shard_bytes=int(args.shard_mb * 1e6), progress=lambda m: None)
+    report(results, f"end_to_end_{workers}_workers", n_tokens,
+           [(encode_only(), run()) for _ in range(args.repeats)])
   if args.script:
     out = os.path.join(args.work_dir, "records_script")
     command = [sys.executable, os.path.join(ROOT, "data_utils", "create_pretrain_data.py"),
@@ -91,22 +115,20 @@ def main():
                f"--shard_mb={args.shard_mb * 1e6 / (1 << 20)}", "--num_workers=1"]
     def script():
       shutil.rmtree(out, ignore_errors=True)
-      t = time.perf_counter()
-      subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-      return time.perf_counter() - t
-    pairs = [(encode_only(), script()) for _ in range(args.repeats)]
-    results["script_process_1_worker_tokens_per_s"] = n_tokens / min(r for _, r in pairs)
-    results["script_process_vs_spm_encode_median"] = statistics.median(e / r for e, r in pairs)
+      return timed(subprocess.run, command, check=True, stdout=subprocess.DEVNULL)
+    report(results, "script_process_1_worker", n_tokens,
+           [(encode_only(), script()) for _ in range(args.repeats)])
   infos = [json.load(open(p)) for p in glob.glob(os.path.join(out, "record_info-*.json"))]
   records = sum(i["num_records"] for i in infos)
   data_bytes = sum(i["bytes"] for i in infos)
   results.update(records=records, bytes_per_record=data_bytes / records,
                  bytes_per_position=data_bytes / records / PARAMS.seq_len)
-  one = results.get("end_to_end_1_workers_tokens_per_s")
-  if one and "end_to_end_2_workers_tokens_per_s" in results:
-    results["speedup_2_workers"] = results["end_to_end_2_workers_tokens_per_s"] / one
+  one = results.get("end_to_end_1_workers_tokens_per_s_wall")
+  if one and "end_to_end_2_workers_tokens_per_s_wall" in results:
+    results["speedup_2_workers_wall"] = results["end_to_end_2_workers_tokens_per_s_wall"] / one
   for key, value in results.items():
-    print(f"{key:45s} {value:,.3f}" if isinstance(value, float) else f"{key:45s} {value:,}")
+    print(f"{key:52s} {value:,.3f}" if isinstance(value, float) else
+          f"{key:52s} {value:,}" if isinstance(value, int) else f"{key:52s} {value}")
 
 
 if __name__ == "__main__":
