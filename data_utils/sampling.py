@@ -17,6 +17,10 @@ release's rule (see ../shared/reference/xlnet.md) with its faults fixed:
 import numpy as np
 
 MAX_GRAM = 5
+_GRAM_P = 1.0 / np.arange(1, MAX_GRAM + 1)       # n in 1..MAX_GRAM with p ~ 1/n
+_GRAM_P /= _GRAM_P.sum()
+_GRAM_CDF = _GRAM_P.cumsum()                      # as Generator.choice computes it
+_GRAM_CDF /= _GRAM_CDF[-1]
 
 
 def lanes(stream, sent_ids, bsz_per_host, num_core_per_host=1, bi_data=False):
@@ -98,14 +102,13 @@ def _trim(a, b, tot_len):
   return a - excess // 2, b - (excess + 1) // 2
 
 
-def _next_at(flat_true, padded, rows, x, n):
-  """The first True at or after column x[i] of row rows[i] of an [S, n] bool matrix whose True
-  positions (flattened, ascending) are `flat_true` (`padded`: the same, then MAX_GRAM + 1 values
-  past the end). Returns (column, n if none; index into flat_true, for the words after it)."""
-  base = rows * n
-  h = np.searchsorted(flat_true, base + x, "left")
-  col = padded[h] - base
-  return np.where(col < n, col, n), h
+def _next_at(flat_true, padded, base, x, n):
+  """The first True at or after column x[i] of the row starting at flat index base[i] of an
+  [S, n] bool matrix whose True positions (flattened, ascending) are `flat_true` (`padded`: the
+  same, then MAX_GRAM + 1 values past the end). Returns (column, n if none; index into
+  flat_true, for the words after it)."""
+  h = flat_true.searchsorted(base + x, "left")
+  return np.minimum(padded[h] - base, n), h
 
 
 def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fill=True):
@@ -127,66 +130,77 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
   rows still drawing, never [S, n] tables.
   """
   s, n = word_start.shape
-  rows = np.arange(s)
   if mode == "single":
     return _fill(rng, np.zeros([s, n], bool), func, np.full(s, goal))
   limit = n if goal is None else goal
   starts = np.flatnonzero(word_start)
   funcs = np.flatnonzero(func)
+  func_flat = func.reshape(-1)
   end_of_all = s * n + n                          # past every row
   starts_pad = np.concatenate([starts, np.full(MAX_GRAM + 1, end_of_all)])
   funcs_pad = np.concatenate([funcs, [end_of_all]])
-  pvals = 1.0 / np.arange(1, MAX_GRAM + 1)
-  pvals /= pvals.sum()
-  gram_values = np.arange(1, MAX_GRAM + 1)
 
+  # The state of the rows still drawing only (compacted when rows finish): row r, its first
+  # flat index base = r * n, next column cur, targets so far num.
+  r = np.arange(s)
+  base = r * n
   cur = np.zeros(s, np.int64)
   num = np.zeros(s, np.int64)
-  diff = np.zeros([s, n + 1], np.int64)
-  active = np.ones(s, bool)
-  r = rows
+  num_all = np.zeros(s, np.int64)
+  span_begins, span_ends = [], []
   while len(r):
     k = len(r)
-    room = limit - num[r]
-    grams = np.minimum(rng.choice(gram_values, size=k, p=pvals), room)
+    room = limit - num
+    # = rng.choice(1..MAX_GRAM, size=k, p=_GRAM_P): the same draw, without choice's checks
+    grams = np.minimum(_GRAM_CDF.searchsorted(rng.random(k), "right") + 1, room)
     ctx = grams * alpha // beta
     l_ctx = np.floor(rng.random(k) * ctx).astype(np.int64)
-    beg, h = _next_at(starts, starts_pad, r, np.minimum(cur[r] + l_ctx, n), n)
+    beg, h = _next_at(starts, starts_pad, base, np.minimum(cur + l_ctx, n), n)
     stop = beg >= n
     begc = np.minimum(beg, n - 1)
-    on_func = func[r, begc] & ~stop
-    base = r * n
+    on_func = func_flat[base + begc] & ~stop
     if mode == "piece":
       end = beg + grams
     else:                # the start `grams` words after beg's (n past the row's last word)
-      end = starts_pad[h + grams] - base
-      end = np.where(end < n, end, n)
+      end = np.minimum(starts_pad[h + grams] - base, n)
     stop |= end >= n                                     # the release drops a span reaching the end
-    end = np.minimum(end, _next_at(funcs, funcs_pad, r, np.minimum(begc + 1, n), n)[0])
+    end = np.minimum(end, _next_at(funcs, funcs_pad, base, np.minimum(begc + 1, n), n)[0])
     if mode == "word":                                   # fewer words if the span is too long
       for fewer in range(MAX_GRAM - 1, 0, -1):
         too_long = end - beg > room
         if not too_long.any():                         # (end only shrinks: nothing more to do)
           break
-        long = too_long & (fewer < grams)
-        shorter = starts_pad[h + fewer] - base
-        shorter = np.where(shorter < n, shorter, n)
-        end = np.where(long, np.minimum(end, shorter), end)
+        long = np.flatnonzero(too_long & (fewer < grams))
+        if len(long):
+          end[long] = np.minimum(end[long], np.minimum(starts_pad[h[long] + fewer] - base[long],
+                                                       n))
       stop |= (end - beg > room) & ~on_func
     else:
       end = np.minimum(end, beg + room)
-    take = ~stop & ~on_func
-    rt = r[take]
-    diff[rt, beg[take]] += 1
-    diff[rt, end[take]] -= 1
-    num[rt] += (end - beg)[take]
-    cur[r] = np.where(on_func, beg + 1, end + (ctx - l_ctx))
-    active[r] = ~stop & (cur[r] < n) & (num[r] < limit)
-    r = rows[active]
-  mask = np.cumsum(diff[:, :n], axis=1) > 0
+    take = ~(stop | on_func)
+    if take.all():
+      span_begins.append(base + beg)
+      span_ends.append(base + end)
+      num += end - beg
+    else:
+      span_begins.append((base + beg)[take])
+      span_ends.append((base + end)[take])
+      num += np.where(take, end - beg, 0)
+    cur = np.where(on_func, beg + 1, end + (ctx - l_ctx))
+    active = ~stop & (cur < n) & (num < limit)
+    if not active.all():
+      num_all[r] = num
+      r, base, cur, num = r[active], base[active], cur[active], num[active]
+  # spans never overlap: +1 at a span's begin, -1 at its end, running sum > 0 inside
+  flat_begins, flat_ends = np.concatenate(span_begins), np.concatenate(span_ends)
+  rows_taken = flat_begins // n                       # (a begin is < n: in its own row)
+  diff = np.zeros(s * (n + 1), np.int8)               # [S, n + 1], flat
+  diff[flat_begins + rows_taken] += 1                 # (distinct indices in each assignment)
+  diff[flat_ends + rows_taken] -= 1
+  mask = np.cumsum(diff.reshape(s, n + 1)[:, :n], axis=1, dtype=np.int8) > 0
   if goal is None or not fill:
     return mask
-  return _fill(rng, mask, func, goal - num)
+  return _fill(rng, mask, func, goal - num_all)
 
 
 def _fill(rng, mask, func, need):
@@ -214,15 +228,21 @@ def _fill(rng, mask, func, need):
 
 def permutation_ranks(rng, num, seq_len, perm_size):
   """[num, seq_len] rank of each position inside its perm_size block (uniform)."""
-  keys = rng.random([num, seq_len // perm_size, perm_size])
+  shape = [num, seq_len // perm_size, perm_size]
   bits = max(int(perm_size - 1).bit_length(), 1)
   if bits > 10:
-    return np.argsort(keys, axis=-1).reshape(num, seq_len)
+    return np.argsort(rng.random(shape), axis=-1).reshape(num, seq_len)
   # = argsort, 3x faster: a key is j / 2**53 (numpy's doubles), so j with the position in the
   # low bits is one exact uint64 per position, and a plain sort orders them the same way.
-  packed = (keys * 2.0 ** 53).astype(np.int64)
-  packed <<= bits
-  packed |= np.arange(perm_size, dtype=np.int64)
+  if type(rng.bit_generator) is np.random.PCG64:
+    # PCG64's double is (next 64 bits >> 11) / 2**53: the same j straight from the same draws
+    packed = rng.bit_generator.random_raw(shape)
+    packed >>= np.uint64(11 - bits)
+    packed &= np.uint64(~((1 << bits) - 1) & (2 ** 64 - 1))
+  else:
+    packed = (rng.random(shape) * 2.0 ** 53).astype(np.uint64)
+    packed <<= np.uint64(bits)
+  packed |= np.arange(perm_size, dtype=np.uint64)
   packed.sort(axis=-1)
-  packed &= (1 << bits) - 1
+  packed &= np.uint64((1 << bits) - 1)
   return packed.reshape(num, seq_len)
