@@ -34,6 +34,12 @@ _SPACES = re.compile(" {2,}")
 _SPACES_BYTES = re.compile(b" {2,}")
 
 
+def _sorted_unique(x):
+  """np.unique of a non-decreasing array (np.unique's first call imports numpy.ma: 15-25 ms of a
+  writer process's start-up)."""
+  return x[np.concatenate([[True], x[1:] != x[:-1]])] if len(x) else x
+
+
 def _byte_table(lower):
   """bytes.translate table: ASCII whitespace other than " " and "\n" -> " ", A-Z -> a-z if LOWER
   (bytes >= 0x80 are left alone: their lines are normalised one by one)."""
@@ -186,7 +192,7 @@ class Tokenizer:
     if len(needs):      # a few lines: their new ids spliced into the flat array
       ends = np.cumsum(lengths)
       parts, done = [], 0
-      for k in np.unique(np.searchsorted(ends, needs, "right")):
+      for k in _sorted_unique(np.searchsorted(ends, needs, "right")):
         text = texts[k]
         ids[k] = self._fix_digit_comma(text.decode("utf-8") if isinstance(text, bytes) else text)
         parts += [flat[done:ends[k] - lengths[k]], np.array(ids[k], np.int32)]
@@ -222,7 +228,7 @@ class Tokenizer:
       breaks = np.flatnonzero(raw == 10)
       starts = np.concatenate([[0], breaks + 1])
       ends = np.append(breaks, len(block))
-      for k in np.unique(np.searchsorted(breaks, np.flatnonzero(raw >= 0x80))):
+      for k in _sorted_unique(np.searchsorted(breaks, np.flatnonzero(raw >= 0x80))):
         line = block[starts[k]:ends[k]].decode("utf-8", "surrogatepass")
         blank[k] = not line.strip()
         texts[k] = preprocess_text(_SURROGATE.sub("\ufffd", line), lower=self.lower,
