@@ -53,6 +53,11 @@ flags.DEFINE_integer("bsz_per_host", 32, "Batch per host; must match the records
 flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host (TPU cores or GPUs of one host); "
                      "must match the records.")
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept.")
+flags.DEFINE_bool("checkpoint_memory", True, "Save every replica's Transformer-XL memory in the "
+                  "checkpoints, so a resumed run continues exactly. It costs replicas x n_layer "
+                  "x lanes per replica x mem_len x d_model floats per checkpoint (and, on "
+                  "multi-worker, every host holds all of it when saving): turn it off on large "
+                  "pods; a resume then starts from empty memory.")
 flags.DEFINE_integer("num_hosts", None, "Hosts of the job; optional: taken from the strategy "
                      "(replicas / --num_core_per_host), and checked against it when given.")
 flags.DEFINE_enum("verify_records", "auto", list(record_format.VERIFY_MODES),
@@ -101,7 +106,8 @@ def main(argv):
     fileio.makedirs(model_dir)
     trainer = trainer_lib.Trainer(task, strategy, model_dir, FLAGS.train_steps,
                                   FLAGS.steps_per_loop, FLAGS.save_every,
-                                  FLAGS.keep_checkpoints, FLAGS.xla)
+                                  FLAGS.keep_checkpoints, FLAGS.xla,
+                                  checkpoint_state=FLAGS.checkpoint_memory)
     with pipeline.named_record_errors(FLAGS.record_dir):   # tf.data names no file
       trainer.train()
   except (FileNotFoundError, ValueError) as e:

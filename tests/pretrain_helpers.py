@@ -34,9 +34,10 @@ def tiny_task(record_dir, vocab, cores=1, bi_data=False, mem_len=2 * REUSE, drop
 
 
 def train(task, model_dir, strategy=None, steps_per_loop=5, save_every=10, log=None,
-          xla="full", keep_checkpoints=5):
+          xla="full", keep_checkpoints=5, checkpoint_state=True):
   trainer = Trainer(task, strategy or tf.distribute.get_strategy(), str(model_dir),
                     task.config.train_steps, steps_per_loop, save_every,
-                    keep_checkpoints=keep_checkpoints, xla=xla, log=log or (lambda m: None))
+                    keep_checkpoints=keep_checkpoints, xla=xla, log=log or (lambda m: None),
+                    checkpoint_state=checkpoint_state)
   history = trainer.train()
   return trainer, np.array([loss for _, loss in history])

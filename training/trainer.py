@@ -118,13 +118,14 @@ def compile_step(mode):
 class Trainer:
 
   def __init__(self, task, strategy, model_dir, train_steps, steps_per_loop=10, save_every=1000,
-               keep_checkpoints=5, xla="full", log=print):
+               keep_checkpoints=5, xla="full", log=print, checkpoint_state=True):
     if steps_per_loop < 1 or train_steps < 1:
       raise ValueError("--train_steps and --steps_per_loop must be >= 1")
     self.task, self.strategy, self.model_dir = task, strategy, model_dir
     self.write_dir = model_dir       # train(): a temporary directory on a non-chief host
     self.train_steps, self.steps_per_loop = train_steps, steps_per_loop
     self.save_every, self.keep, self.xla, self.log = save_every, keep_checkpoints, xla, log
+    self.checkpoint_state = checkpoint_state   # False: a resume starts from initial_state
 
   # ---- set-up --------------------------------------------------------------
   def _build(self):
@@ -139,9 +140,13 @@ class Trainer:
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     replicas = self.strategy.num_replicas_in_sync
     # Host copy of the carried state, for checkpoints (not distributed).
-    self.state_store = tf.Variable(
-        tf.zeros([replicas] + list(self.task.state_shape()), self.task.state_dtype),
-        trainable=False, name="state_store")
+    shape = [replicas] + list(self.task.state_shape()) if self.checkpoint_state else [0]
+    self.state_store = tf.Variable(tf.zeros(shape, self.task.state_dtype), trainable=False,
+                                   name="state_store")
+    size = int(np.prod(shape)) * self.state_store.dtype.size
+    if size >= 1 << 30:
+      self.log(f"the carried state adds {size / 2**30:.1f} GiB to every checkpoint (pretraining: "
+               "--nocheckpoint_memory leaves it out; a resume then starts from empty memory)")
     objects = dict(ckpt_lib.native_objects(self.model))
     objects.update({f"optimizer.{i:04d}": v for i, v in enumerate(self.optimizer.variables)})
     # Dropout seed-generator states (not in model.weights): resume draws the same masks.
@@ -168,7 +173,7 @@ class Trainer:
     return False
 
   def _distributed_state(self, restored):
-    if not restored:
+    if not restored or not self.checkpoint_state:
       return self.strategy.run(self.task.initial_state)
     store = self.state_store
     return self.strategy.experimental_distribute_values_from_function(
@@ -178,6 +183,8 @@ class Trainer:
     """The state of every replica into state_store, in replica order. A multi-worker host
     holds only its own replicas: the others' come through an all-gather (a collective: every
     host calls this at the same step)."""
+    if not self.checkpoint_state:
+      return
     values = self.strategy.experimental_local_results(state)
     if len(values) == self.strategy.num_replicas_in_sync:
       self.state_store.assign(tf.stack([tf.convert_to_tensor(v) for v in values]))
