@@ -126,23 +126,46 @@ class Tokenizer:
 
   def split_digit_comma(self, piece):
     """The release's rule for a piece like `▁2000,`: [pieces of "2000"] + [","]."""
-    sub = self.sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-    if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
-      if len(sub[0]) == 1:
-        sub = sub[1:]
-      else:
-        sub[0] = sub[0][1:]
-    return sub + [piece[-1]]
+    return self._split_digit_commas([piece])[0]
+
+  def _split_digit_commas(self, pieces):
+    """`split_digit_comma` of each of PIECES, with one batch encode."""
+    if not pieces:
+      return []
+    subs = self.sp.Encode([p[:-1].replace(SPIECE_UNDERLINE, "") for p in pieces], out_type=str)
+    out = []
+    for piece, sub in zip(pieces, subs):
+      if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
+        if len(sub[0]) == 1:
+          sub = sub[1:]
+        else:
+          sub[0] = sub[0][1:]
+      out.append(sub + [piece[-1]])
+    return out
 
   def _fix_digit_comma(self, text):
     """The release's `encode_pieces` rule for one line; returns ids."""
+    return self._fix_digit_commas([text])[0]
+
+  def _fix_digit_commas(self, texts):
+    """`_fix_digit_comma` of each of TEXTS (str), with two batch encodes."""
+    if not texts:
+      return []
+    lines = self.sp.Encode(texts, out_type=str)
+    needs = sorted({p for line in lines for p in line
+                    if len(p) > 1 and p[-1] == "," and p[-2].isdigit()})
+    split = dict(zip(needs, self._split_digit_commas(needs)))
+    to_id = self.sp.PieceToId
     out = []
-    for piece in self.sp.EncodeAsPieces(text):
-      if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
-        out.extend(self.split_digit_comma(piece))
-      else:
-        out.append(piece)
-    return [self.sp.PieceToId(p) for p in out]
+    for line in lines:
+      ids = []
+      for piece in line:
+        if piece in split:
+          ids.extend(map(to_id, split[piece]))
+        else:
+          ids.append(to_id(piece))
+      out.append(ids)
+    return out
 
   def normalize_lines(self, lines, collapse=True):
     """`preprocess_text` on many lines: ASCII lines in bulk (same result, faster).
@@ -192,9 +215,11 @@ class Tokenizer:
     if len(needs):      # a few lines: their new ids spliced into the flat array
       ends = np.cumsum(lengths)
       parts, done = [], 0
-      for k in _sorted_unique(np.searchsorted(ends, needs, "right")):
-        text = texts[k]
-        ids[k] = self._fix_digit_comma(text.decode("utf-8") if isinstance(text, bytes) else text)
+      fix = _sorted_unique(np.searchsorted(ends, needs, "right"))
+      fixed = self._fix_digit_commas([texts[k].decode("utf-8") if isinstance(texts[k], bytes)
+                                      else texts[k] for k in fix])
+      for k, new_ids in zip(fix, fixed):
+        ids[k] = new_ids
         parts += [flat[done:ends[k] - lengths[k]], np.array(ids[k], np.int32)]
         done = ends[k]
         lengths[k] = len(ids[k])
