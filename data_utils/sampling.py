@@ -133,28 +133,30 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
   if mode == "single":
     return _fill(rng, np.zeros([s, n], bool), func, np.full(s, goal))
   limit = n if goal is None else goal
-  starts = np.flatnonzero(word_start)
-  funcs = np.flatnonzero(func)
+  # flat indices in int32 where they fit (half the memory the binary searches walk)
+  it = np.int32 if (s + 2) * (n + 1) < 2 ** 31 else np.int64
+  starts = np.flatnonzero(word_start).astype(it)
+  funcs = np.flatnonzero(func).astype(it)
   func_flat = func.reshape(-1)
   end_of_all = s * n + n                          # past every row
-  starts_pad = np.concatenate([starts, np.full(MAX_GRAM + 1, end_of_all)])
-  funcs_pad = np.concatenate([funcs, [end_of_all]])
+  starts_pad = np.concatenate([starts, np.full(MAX_GRAM + 1, end_of_all, it)])
+  funcs_pad = np.concatenate([funcs, np.full(1, end_of_all, it)])
 
   # The state of the rows still drawing only (compacted when rows finish): row r, its first
   # flat index base = r * n, next column cur, targets so far num.
-  r = np.arange(s)
-  base = r * n
-  cur = np.zeros(s, np.int64)
-  num = np.zeros(s, np.int64)
+  r = np.arange(s, dtype=it)
+  base = r * it(n)
+  cur = np.zeros(s, it)
+  num = np.zeros(s, it)
   num_all = np.zeros(s, np.int64)
   span_begins, span_ends = [], []
   while len(r):
     k = len(r)
     room = limit - num
     # = rng.choice(1..MAX_GRAM, size=k, p=_GRAM_P): the same draw, without choice's checks
-    grams = np.minimum(_GRAM_CDF.searchsorted(rng.random(k), "right") + 1, room)
+    grams = np.minimum(_GRAM_CDF.searchsorted(rng.random(k), "right").astype(it) + 1, room)
     ctx = grams * alpha // beta
-    l_ctx = np.floor(rng.random(k) * ctx).astype(np.int64)
+    l_ctx = np.floor(rng.random(k) * ctx).astype(it)
     beg, h = _next_at(starts, starts_pad, base, np.minimum(cur + l_ctx, n), n)
     stop = beg >= n
     begc = np.minimum(beg, n - 1)
@@ -205,24 +207,33 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
 
 def _fill(rng, mask, func, need):
   """Adds `need[s]` random single positions (not func, not yet chosen) to each row,
-  one position per row per round (uniform among the remaining candidates)."""
+  one position per row per round (uniform among the remaining candidates).
+
+  The candidates of all rows are kept as one sorted array of flat indices (row-major): a row's
+  pick-th remaining candidate is one lookup at the row's offset, and taking it one deletion."""
   rows = np.flatnonzero(need > 0)
   if not len(rows):
     return mask
   mask = mask.copy()
+  n = mask.shape[1]
   candidates = ~mask[rows] & ~func[rows]
+  counts = candidates.sum(1)
   need = need[rows].copy()
-  if (candidates.sum(1) < need).any():
+  if (counts < need).any():
     raise ValueError("not enough positions for the targets asked")  # ruled out by validate()
-  while len(rows):
-    cum = np.cumsum(candidates, axis=1, dtype=np.int32)
-    pick = np.floor(rng.random(len(rows)) * cum[:, -1]).astype(np.int32)
-    pos = np.argmax(cum > pick[:, None], axis=1)
-    mask[rows, pos] = True
-    candidates[np.arange(len(rows)), pos] = False
-    need -= 1
-    keep = need > 0
-    rows, candidates, need = rows[keep], candidates[keep], need[keep]
+  cand = np.flatnonzero(candidates)
+  if len(cand) < 2 ** 31:
+    cand = cand.astype(np.int32)
+  active = np.arange(len(rows))
+  while len(active):
+    offsets = np.cumsum(counts) - counts
+    pick = np.floor(rng.random(len(active)) * counts[active]).astype(np.int64)
+    taken = offsets[active] + pick
+    mask[rows[active], cand[taken] % n] = True
+    cand = np.delete(cand, taken)
+    counts[active] -= 1
+    need[active] -= 1
+    active = active[need[active] > 0]
   return mask
 
 
