@@ -9,6 +9,7 @@ from data_utils import fileio
 from finetuning import classifier_data, classifier_features, layouts, metrics
 from modeling import mpnet_models
 from modeling.models import XLNetClassifier
+from training import task as task_lib
 from training.task import OptimizerConfig, Task
 
 
@@ -80,19 +81,21 @@ class ClassifierTask(Task):
     self._checked.add(stamp())
     return path
 
-  def _dataset(self, split, batch_size, train):
+  def _dataset(self, split, batch_size, train, input_context=None):
     ds = tf.data.TFRecordDataset(self.features_path(split))
     if train:
+      ds = task_lib.host_examples(ds, input_context)
       ds = ds.shuffle(10_000, seed=self.config.seed).repeat()
     ds = ds.batch(batch_size, drop_remainder=train)
-    return ds.map(lambda x: classifier_features.parse(x, self.config.max_seq_length,
-                                                      self.spec.is_regression))
+    ds = ds.map(lambda x: classifier_features.parse(x, self.config.max_seq_length,
+                                                    self.spec.is_regression))
+    return task_lib.static_batches(ds, batch_size) if train else ds
 
   def dataset(self, input_context, skip_batches=0):
     batch = self.config.train_batch_size
     if input_context:
       batch = input_context.get_per_replica_batch_size(batch)
-    ds = self._dataset("train", batch, train=True)
+    ds = self._dataset("train", batch, train=True, input_context=input_context)
     return ds.skip(skip_batches) if skip_batches else ds
 
   # ---- model ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from data_utils import fileio
 from finetuning import classifier_data, classifier_task, layouts, metrics
 from modeling import mpnet_models
 from modeling.models import XLNetRaceModel
+from training import task as task_lib
 
 LEVELS = ("middle", "high")
 N_CHOICE = 4
@@ -158,12 +159,14 @@ class RaceTask(classifier_task.ClassifierTask):
                                   self.max_qa_length, self.config.model_type)
     return self._cache[split]
 
-  def _dataset(self, split, batch_size, train):
+  def _dataset(self, split, batch_size, train, input_context=None):
     feats = self._features(split)
     ds = tf.data.Dataset.from_tensor_slices({k: v for k, v in feats.items() if k != "level"})
-    if train:
-      ds = ds.shuffle(10_000, seed=self.config.seed).repeat()
-    return ds.batch(batch_size, drop_remainder=train)
+    if not train:
+      return ds.batch(batch_size)
+    ds = task_lib.host_examples(ds, input_context).shuffle(10_000, seed=self.config.seed)
+    return task_lib.static_batches(ds.repeat().batch(batch_size, drop_remainder=True),
+                                   batch_size)
 
   def build_model(self):
     if self.config.model_type == "mpnet":

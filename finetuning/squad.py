@@ -19,6 +19,7 @@ from data_utils import fileio
 from finetuning import squad_features, squad_metrics
 from modeling import mpnet_models
 from modeling.models import XLNetSquadModel
+from training import task as task_lib
 from training.task import OptimizerConfig, Task
 
 
@@ -79,8 +80,9 @@ class SquadTask(Task):
     if input_context:
       batch = input_context.get_per_replica_batch_size(batch)
     ds = tf.data.Dataset.from_tensor_slices(self.train_arrays())
+    ds = task_lib.host_examples(ds, input_context)
     ds = ds.shuffle(len(self.train_arrays()["input_ids"]), seed=self.seed).repeat()
-    ds = ds.batch(batch, drop_remainder=True)
+    ds = task_lib.static_batches(ds.batch(batch, drop_remainder=True), batch)
     return ds.skip(skip_batches) if skip_batches else ds
 
   def build_model(self):

@@ -182,3 +182,27 @@ def test_every_official_layout(task, tmp_path):
   (tmp_path / name).write_text(content.splitlines()[0] + "\n" if spec.header is True else "")
   with pytest.raises(ValueError, match=f"{name}: no examples"):
     classifier_data.read_split(spec, tmp_path, split)
+
+
+def test_training_batches_are_split_between_hosts_with_static_shapes(tmp_path, sst2):
+  """Multi-worker / TPU pod: each host trains on its own share of the examples (together the
+  whole set, once per epoch), in per-replica batches of a static size."""
+  import collections
+  import tensorflow as tf
+  from finetuning.classifier_task import ClassifierConfig, ClassifierTask
+  from modeling.config import RunConfig, XLNetConfig
+  d, sp, cfg = sst2
+  config = ClassifierConfig(task_name="sst-2", data_dir=str(d), sp_model=sp, uncased=True,
+                            cache_dir=str(tmp_path), max_seq_length=24, train_batch_size=8)
+  task = ClassifierTask(config, XLNetConfig.from_json(str(cfg)), RunConfig())
+  everything = next(iter(task._dataset("train", 400, train=False)))["input_ids"].numpy()
+  seen = collections.Counter()
+  for host in range(2):
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=host,
+                                         num_replicas_in_sync=4)
+    ds = task.dataset(context)
+    assert all(spec.shape.as_list()[0] == 2 and spec.shape.is_fully_defined()
+               for spec in ds.element_spec.values()), ds.element_spec
+    for batch in ds.take(100):     # one epoch of this host's 200 examples
+      seen.update(map(tuple, batch["input_ids"].numpy()))
+  assert seen == collections.Counter(map(tuple, everything))

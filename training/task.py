@@ -25,6 +25,22 @@ class OptimizerConfig:
   seed: int = 0
 
 
+def host_examples(ds, input_context):
+  """This input pipeline's share of a fine-tuning set: with several hosts (multi-worker, a TPU
+  pod) each reads every n-th example, so hosts never train on each other's rows."""
+  if input_context and input_context.num_input_pipelines > 1:
+    ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+  return ds
+
+
+def static_batches(ds, batch_size):
+  """Batches whose leading dimension is the static `batch_size` (TPUs need fully static
+  shapes; `drop_remainder` alone leaves it unknown after a parse that reshapes)."""
+  def fix(features):
+    return {k: tf.ensure_shape(v, [batch_size] + v.shape[1:]) for k, v in features.items()}
+  return ds.map(fix)
+
+
 OPTIMIZER_FIELDS = tuple(f.name for f in dataclasses.fields(OptimizerConfig) if f.name != "seed")
 
 
