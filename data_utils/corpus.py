@@ -10,6 +10,8 @@ import os
 import re
 import sysconfig
 
+from data_utils import fileio
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__", "lib2to3"}
 
@@ -58,26 +60,25 @@ def documents(stdlib_dir=None):
 
 
 def write_corpus(path, max_bytes=None, repeat_to=None):
-  """Writes the corpus to `path` (atomically); returns (documents, bytes).
+  """Writes the corpus to `path` (local or URL; atomically); returns (documents, bytes).
 
   repeat_to: if the docstrings are fewer bytes than this, repeat them (for
   benchmarks that need a fixed input size).
   """
-  tmp = f"{path}.tmp-{os.getpid()}"
   n_docs = n_bytes = 0
-  with open(tmp, "w", encoding="utf-8") as f:
-    while True:
-      before = n_bytes
-      for _, _, sentences in documents():
-        text = "\n".join(sentences) + "\n\n"
-        size = len(text.encode("utf-8"))
-        if max_bytes and n_bytes + size > max_bytes:
-          break
-        f.write(text)
-        n_docs += 1
-        n_bytes += size
-      if not repeat_to or n_bytes >= repeat_to or n_bytes == before or (
-          max_bytes and n_bytes + 1000 > max_bytes):
+  parts = []
+  while True:
+    before = n_bytes
+    for _, _, sentences in documents():
+      text = "\n".join(sentences) + "\n\n"
+      size = len(text.encode("utf-8"))
+      if max_bytes and n_bytes + size > max_bytes:
         break
-  os.replace(tmp, path)
+      parts.append(text)
+      n_docs += 1
+      n_bytes += size
+    if not repeat_to or n_bytes >= repeat_to or n_bytes == before or (
+        max_bytes and n_bytes + 1000 > max_bytes):
+      break
+  fileio.write_atomic_light(path, "".join(parts).encode("utf-8"))
   return n_docs, n_bytes
