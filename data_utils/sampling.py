@@ -102,15 +102,6 @@ def _trim(a, b, tot_len):
   return a - excess // 2, b - (excess + 1) // 2
 
 
-def _next_at(flat_true, padded, base, x, n):
-  """The first True at or after column x[i] of the row starting at flat index base[i] of an
-  [S, n] bool matrix whose True positions (flattened, ascending) are `flat_true` (`padded`: the
-  same, then MAX_GRAM + 1 values past the end). Returns (column, n if none; index into
-  flat_true, for the words after it)."""
-  h = flat_true.searchsorted(base + x, "left")
-  return np.minimum(padded[h] - base, n), h
-
-
 def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fill=True):
   """Chooses `goal` target positions in each of S segments.
 
@@ -142,11 +133,11 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
   starts_pad = np.concatenate([starts, np.full(MAX_GRAM + 1, end_of_all, it)])
   funcs_pad = np.concatenate([funcs, np.full(1, end_of_all, it)])
 
-  # The state of the rows still drawing only (compacted when rows finish): row r, its first
-  # flat index base = r * n, next column cur, targets so far num.
+  # The state of the rows still drawing only (compacted when rows finish), in flat indices:
+  # row r, its end lim = (r + 1) * n, the next position cur, targets so far num.
   r = np.arange(s, dtype=it)
-  base = r * it(n)
-  cur = np.zeros(s, it)
+  cur = r * it(n)
+  lim = cur + it(n)
   num = np.zeros(s, it)
   num_all = np.zeros(s, np.int64)
   span_begins, span_ends = [], []
@@ -157,42 +148,48 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
     grams = np.minimum(_GRAM_CDF.searchsorted(rng.random(k), "right").astype(it) + 1, room)
     ctx = grams * alpha // beta
     l_ctx = np.floor(rng.random(k) * ctx).astype(it)
-    beg, h = _next_at(starts, starts_pad, base, np.minimum(cur + l_ctx, n), n)
-    stop = beg >= n
-    begc = np.minimum(beg, n - 1)
-    on_func = func_flat[base + begc] & ~stop
+    # the first word start at or after cur + l_ctx (lim: none in the row)
+    h = starts.searchsorted(np.minimum(cur + l_ctx, lim), "left")
+    beg = np.minimum(starts_pad[h], lim)
+    stop = beg >= lim
+    begc = np.minimum(beg, lim - 1)
+    on_func = func_flat[begc] & ~stop
     if mode == "piece":
       end = beg + grams
-    else:                # the start `grams` words after beg's (n past the row's last word)
-      end = np.minimum(starts_pad[h + grams] - base, n)
-    stop |= end >= n                                     # the release drops a span reaching the end
-    end = np.minimum(end, _next_at(funcs, funcs_pad, base, np.minimum(begc + 1, n), n)[0])
+    else:                # the start `grams` words after beg's (lim past the row's last word)
+      end = np.minimum(starts_pad[h + grams], lim)
+    stop |= end >= lim                                   # the release drops a span reaching the end
+    # a span stops at the next func position after its start (past the row's end for a stopped
+    # row, whose span is dropped anyway)
+    np.minimum(end, funcs_pad[funcs.searchsorted(np.minimum(begc + 1, lim), "left")], out=end)
     if mode == "word":                                   # fewer words if the span is too long
+      fits = False
       for fewer in range(MAX_GRAM - 1, 0, -1):
         too_long = end - beg > room
         if not too_long.any():                         # (end only shrinks: nothing more to do)
+          fits = True
           break
         long = np.flatnonzero(too_long & (fewer < grams))
         if len(long):
-          end[long] = np.minimum(end[long], np.minimum(starts_pad[h[long] + fewer] - base[long],
-                                                       n))
-      stop |= (end - beg > room) & ~on_func
+          end[long] = np.minimum(end[long], np.minimum(starts_pad[h[long] + fewer], lim[long]))
+      if not fits:
+        stop |= (end - beg > room) & ~on_func
     else:
       end = np.minimum(end, beg + room)
     take = ~(stop | on_func)
     if take.all():
-      span_begins.append(base + beg)
-      span_ends.append(base + end)
+      span_begins.append(beg)
+      span_ends.append(end)
       num += end - beg
     else:
-      span_begins.append((base + beg)[take])
-      span_ends.append((base + end)[take])
+      span_begins.append(beg[take])
+      span_ends.append(end[take])
       num += np.where(take, end - beg, 0)
     cur = np.where(on_func, beg + 1, end + (ctx - l_ctx))
-    active = ~stop & (cur < n) & (num < limit)
+    active = ~stop & (cur < lim) & (num < limit)
     if not active.all():
       num_all[r] = num
-      r, base, cur, num = r[active], base[active], cur[active], num[active]
+      r, lim, cur, num = r[active], lim[active], cur[active], num[active]
   # spans never overlap: +1 at a span's begin, -1 at its end, running sum > 0 inside
   flat_begins, flat_ends = np.concatenate(span_begins), np.concatenate(span_ends)
   rows_taken = flat_begins // n                       # (a begin is < n: in its own row)

@@ -40,6 +40,29 @@ def _sorted_unique(x):
   return x[np.concatenate([[True], x[1:] != x[:-1]])] if len(x) else x
 
 
+def _lines_with(block, positions):
+  """(line index, start, end) of each line of BLOCK ("\n"-separated) holding one of the sorted
+  byte POSITIONS, in order: by find/count around each line for a few positions, by one pass
+  over the line breaks for many."""
+  if len(positions) > 256:
+    breaks = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)
+    starts = np.concatenate([[0], breaks + 1])
+    ends = np.append(breaks, len(block))
+    return [(k, starts[k], ends[k]) for k in
+            _sorted_unique(np.searchsorted(breaks, positions)).tolist()]
+  lines, k, counted, end = [], 0, 0, -1
+  for pos in positions.tolist():
+    if pos < end:                      # in the line just found
+      continue
+    start = block.rfind(b"\n", 0, pos) + 1
+    end = block.find(b"\n", pos)
+    end = len(block) if end < 0 else end
+    k += block.count(b"\n", counted, start)
+    counted = start
+    lines.append((k, start, end))
+  return lines
+
+
 def _byte_table(lower):
   """bytes.translate table: ASCII whitespace other than " " and "\n" -> " ", A-Z -> a-z if LOWER
   (bytes >= 0x80 are left alone: their lines are normalised one by one)."""
@@ -244,21 +267,25 @@ class Tokenizer:
       if pair in text:
         text = b'"'.join(text.split(pair))
     texts = text.split(b"\n")
-    stripped = list(map(bytes.strip, texts))
-    blank = np.fromiter(map(len, stripped), np.int64, count=len(texts)) == 0
     if collapse:         # (a model that removes extra spaces drops leading and trailing ones too)
-      texts = stripped
+      texts = list(map(bytes.strip, texts))
+    non_ascii = {}       # line index -> whether the line is all whitespace
     if not block.isascii():
-      raw = np.frombuffer(block, np.uint8)
-      breaks = np.flatnonzero(raw == 10)
-      starts = np.concatenate([[0], breaks + 1])
-      ends = np.append(breaks, len(block))
-      for k in _sorted_unique(np.searchsorted(breaks, np.flatnonzero(raw >= 0x80))):
-        line = block[starts[k]:ends[k]].decode("utf-8", "surrogatepass")
-        blank[k] = not line.strip()
+      for k, start, end in _lines_with(block, np.flatnonzero(np.frombuffer(block, np.uint8)
+                                                             >= 0x80)):
+        line = block[start:end].decode("utf-8", "surrogatepass")
+        non_ascii[k] = not line.strip()
         texts[k] = preprocess_text(_SURROGATE.sub("\ufffd", line), lower=self.lower,
                                    keep_accents=self.keep_accents)
     _, flat, lengths = self._encode_texts(texts)
+    # An all-whitespace ASCII line encodes to nothing (stripped above, or by the model), so only
+    # the lines without ids need the check.
+    blank = lengths == 0
+    for k in np.flatnonzero(blank):
+      if texts[k].strip():
+        blank[k] = False
+    for k, is_blank in non_ascii.items():
+      blank[k] = is_blank
     return flat, lengths, blank
 
   def encode(self, text):

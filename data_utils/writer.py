@@ -194,16 +194,18 @@ def build_records(rng, stream, sent, params, start_piece):
   new[:, -2], new[:, -1] = SEP_ID, CLS_ID
   tokens[:, reuse:] = new
 
-  flip = rev[row[:, 0]]
-  goals = p.num_predict_split()
-  halves = []
-  for half, goal in zip((tokens[:, :reuse], tokens[:, reuse:]), goals):
-    half = np.where(flip[:, None], half[:, ::-1], half)      # sample in text order
-    func = (half == SEP_ID) | (half == CLS_ID)
-    mask = sampling.sample_targets(rng, start_piece[half], func, goal, p.mask_alpha,
+  flipped = np.flatnonzero(rev[row[:, 0]])         # records of reversed lanes
+  word_start = start_piece[tokens]
+  func = _func_table(len(start_piece))[tokens]
+  is_masked = np.empty(tokens.shape, bool)
+  for (lo, hi), goal in zip(((0, reuse), (reuse, seq_len)), p.num_predict_split()):
+    half_start, half_func = word_start[:, lo:hi].copy(), func[:, lo:hi].copy()
+    half_start[flipped] = half_start[flipped, ::-1]        # sample in text order
+    half_func[flipped] = half_func[flipped, ::-1]
+    mask = sampling.sample_targets(rng, half_start, half_func, goal, p.mask_alpha,
                                    p.mask_beta, p.span_mode)
-    halves.append(np.where(flip[:, None], mask[:, ::-1], mask))
-  is_masked = np.concatenate(halves, axis=1)
+    mask[flipped] = mask[flipped, ::-1]
+    is_masked[:, lo:hi] = mask
   ranks = sampling.permutation_ranks(rng, len(tokens), seq_len, p.perm_size)
   features = {
       "input_ids": tokens.astype(p.id_dtype()).view(np.uint8),
@@ -212,6 +214,18 @@ def build_records(rng, stream, sent, params, start_piece):
       "meta": np.concatenate([a_len, label], axis=1).astype("<u2").view(np.uint8),
   }
   return features, n_steps, {"records": len(tokens), "true_next": int(label.sum())}
+
+
+_FUNC_TABLES = {}
+
+
+def _func_table(vocab_size):
+  """bool [vocab_size]: True for <sep> and <cls> (never targets; spans stop there)."""
+  if vocab_size not in _FUNC_TABLES:
+    table = np.zeros(max(vocab_size, SEP_ID + 1, CLS_ID + 1), bool)
+    table[[SEP_ID, CLS_ID]] = True
+    _FUNC_TABLES[vocab_size] = table
+  return _FUNC_TABLES[vocab_size]
 
 
 _TOKENIZERS = {}
