@@ -91,6 +91,54 @@ def split_a_b(rng, sent, begins, tot_len):
           "label": (~random_b).astype(np.int64), "ok": ok}
 
 
+def split_a_b_rows(rng, sent_rows, begins, tot_len):
+  """`split_a_b` of every row of SENT_ROWS [R, T] in turn (the same draws, in the same order),
+  computed for all rows at once: dict of [R, m] arrays."""
+  num_rows, data_len = sent_rows.shape
+  begins = np.asarray(begins, np.int64)
+  m = len(begins)
+  u = rng.random(num_rows * 3 * m).reshape(num_rows, 3, m)    # per row: label, cut, b
+  u_label, u_cut, u_b = u[:, 0], u[:, 1], u[:, 2]
+  # every row's sentence starts in one sorted array, row r's shifted by r * stride
+  stride = data_len + tot_len + 2
+  change = sent_rows[:, 1:] != sent_rows[:, :-1]
+  row_of, col = np.nonzero(change)
+  bounds = col + 1 + row_of * stride
+  nb = np.bincount(row_of, minlength=num_rows)[:, None]       # [R, 1] bounds per row
+  first = (np.cumsum(nb) - nb[:, 0])[:, None]                 # [R, 1] row's first bound
+  shift = (np.arange(num_rows) * stride)[:, None]
+  bounds_pad = np.append(bounds, 0)
+  def search(x, side):                                         # searchsorted in the row's bounds
+    return np.searchsorted(bounds, x + shift, side) - first
+  def pick(idx):                                               # bounds[clip(idx)], 0 if none
+    got = bounds_pad[first + np.clip(idx, 0, np.maximum(nb - 1, 0))] - shift
+    return np.where(nb > 0, got, 0)
+
+  lo = search(begins, "right")
+  hi = search(begins + tot_len, "left")
+  count = hi - lo
+  end_idx = np.where(hi < nb, pick(hi), data_len)
+  cut = pick(lo + np.floor(u_cut * count).astype(np.int64))
+  random_b = (count == 0) | (u_label < 0.5)
+  a_end = np.where(count == 0, end_idx, cut)
+
+  b_len = np.maximum(1, tot_len - (a_end - begins))
+  b_begin = np.floor(u_b * np.maximum(data_len - b_len, 1)).astype(np.int64)
+  b_end = b_begin + b_len
+  j = search(b_begin, "right") - 1
+  b_begin = np.where(j >= 0, pick(j), 0)
+  j = search(b_end, "left")
+  b_end = np.minimum(np.where(j < nb, pick(j), data_len - 1), data_len - 1)
+  b_begin = np.where(random_b, b_begin, a_end)
+  b_end = np.where(random_b, b_end, end_idx)
+
+  a, b = _trim(a_end - begins, b_end - b_begin, tot_len)
+  a_end, b_end = begins + a, b_begin + b
+  ok = (begins + tot_len < data_len) & (a_end < data_len) & (b_end < data_len)
+  return {"a_begin": np.broadcast_to(begins, a_end.shape), "a_end": a_end, "b_begin": b_begin,
+          "b_end": b_end, "label": (~random_b).astype(np.int64), "ok": ok}
+
+
 def _trim(a, b, tot_len):
   """The release's `while a + b > tot_len: shorten the longer (B on a tie)`, closed form."""
   excess = np.maximum(a + b - tot_len, 0)

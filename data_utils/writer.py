@@ -168,13 +168,13 @@ def build_records(rng, stream, sent, params, start_piece):
   row_len = data.shape[1]
   steps = np.arange(0, max(row_len - seq_len + 1, 0), reuse)
   tot_len = seq_len - reuse - 3
-  splits = [sampling.split_a_b(rng, sent_rows[r], steps + reuse, tot_len) for r in range(bsz)]
-  ok = np.all([s["ok"] for s in splits], axis=0) if len(steps) else np.zeros(0, bool)
+  splits = sampling.split_a_b_rows(rng, sent_rows, steps + reuse, tot_len)   # [bsz, steps]
+  ok = splits["ok"].all(axis=0) if len(steps) else np.zeros(0, bool)
   n_steps = int(np.argmin(ok)) if not ok.all() else len(steps)
   if n_steps == 0:
     return None, 0, {"records": 0}
   # [n_steps, bsz] per-record scalars, step-major = write order.
-  col = lambda key: np.stack([s[key][:n_steps] for s in splits], axis=1).reshape(-1, 1)
+  col = lambda key: splits[key][:, :n_steps].T.reshape(-1, 1)
   a_begin, a_end, b_begin, label = col("a_begin"), col("a_end"), col("b_begin"), col("label")
   a_len = a_end - a_begin
   row = np.tile(np.arange(bsz), n_steps)[:, None]

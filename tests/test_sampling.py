@@ -46,6 +46,24 @@ def test_split_a_b_properties(seed):
   assert 0.3 < out["label"][out["ok"]].mean() < 0.7 or out["ok"].sum() < 10
 
 
+def test_split_a_b_rows_is_split_a_b_row_by_row():
+  """All rows at once: the same draws in the same order, the same segments (rows without any
+  sentence break, rows with many, empty steps)."""
+  rs = np.random.default_rng(0)
+  for trial in range(200):
+    rows, length, tot = int(rs.integers(1, 9)), int(rs.integers(1, 400)), int(rs.integers(1, 60))
+    sent = (np.cumsum(rs.random([rows, length]) < rs.choice([0.0, 0.01, 0.1, 0.5]), axis=1)
+            % 2).astype(bool)
+    begins = np.arange(0, max(length - tot, 0), int(rs.integers(1, 40)))
+    one, many = np.random.default_rng(trial), np.random.default_rng(trial)
+    want = [sampling.split_a_b(one, sent[r], begins, tot) for r in range(rows)]
+    got = sampling.split_a_b_rows(many, sent, begins, tot)
+    for key in want[0]:
+      np.testing.assert_array_equal(np.stack([w[key] for w in want]).reshape(rows, -1),
+                                    got[key], err_msg=key)
+    assert one.random() == many.random()
+
+
 def test_trim_matches_the_release_loop():
   rng = np.random.default_rng(0)
   a, b = rng.integers(0, 30, 500), rng.integers(0, 30, 500)
