@@ -252,33 +252,24 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
 
 def _fill(rng, mask, func, need):
   """Adds `need[s]` random single positions (not func, not yet chosen) to each row,
-  one position per row per round (uniform among the remaining candidates).
-
-  The candidates of all rows are kept as one sorted array of flat indices (row-major): a row's
-  pick-th remaining candidate is one lookup at the row's offset, and taking it one deletion."""
+  one position per row per round (uniform among the remaining candidates)."""
   rows = np.flatnonzero(need > 0)
   if not len(rows):
     return mask
   mask = mask.copy()
-  n = mask.shape[1]
   candidates = ~mask[rows] & ~func[rows]
-  counts = candidates.sum(1)
   need = need[rows].copy()
-  if (counts < need).any():
+  if (candidates.sum(1) < need).any():
     raise ValueError("not enough positions for the targets asked")  # ruled out by validate()
-  cand = np.flatnonzero(candidates)
-  if len(cand) < 2 ** 31:
-    cand = cand.astype(np.int32)
-  active = np.arange(len(rows))
-  while len(active):
-    offsets = np.cumsum(counts) - counts
-    pick = np.floor(rng.random(len(active)) * counts[active]).astype(np.int64)
-    taken = offsets[active] + pick
-    mask[rows[active], cand[taken] % n] = True
-    cand = np.delete(cand, taken)
-    counts[active] -= 1
-    need[active] -= 1
-    active = active[need[active] > 0]
+  while len(rows):
+    cum = np.cumsum(candidates, axis=1, dtype=np.int32)
+    pick = np.floor(rng.random(len(rows)) * cum[:, -1]).astype(np.int32)
+    pos = np.argmax(cum > pick[:, None], axis=1)
+    mask[rows, pos] = True
+    candidates[np.arange(len(rows)), pos] = False
+    need -= 1
+    keep = need > 0
+    rows, candidates, need = rows[keep], candidates[keep], need[keep]
   return mask
 
 

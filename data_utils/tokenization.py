@@ -281,7 +281,7 @@ class Tokenizer:
     # An all-whitespace ASCII line encodes to nothing (stripped above, or by the model), so only
     # the lines without ids need the check.
     blank = lengths == 0
-    for k in np.flatnonzero(blank):
+    for k in np.flatnonzero(blank).tolist():
       if texts[k].strip():
         blank[k] = False
     for k, is_blank in non_ascii.items():

@@ -195,13 +195,12 @@ def build_records(rng, stream, sent, params, start_piece):
   tokens[:, reuse:] = new
 
   flipped = np.flatnonzero(rev[row[:, 0]])         # records of reversed lanes
-  word_start = start_piece[tokens]
-  func = _func_table(len(start_piece))[tokens]
+  codes = _piece_codes(start_piece)[tokens]          # bit 0: word start, bit 1: <sep>/<cls>
   is_masked = np.empty(tokens.shape, bool)
   for (lo, hi), goal in zip(((0, reuse), (reuse, seq_len)), p.num_predict_split()):
-    half_start, half_func = word_start[:, lo:hi].copy(), func[:, lo:hi].copy()
-    half_start[flipped] = half_start[flipped, ::-1]        # sample in text order
-    half_func[flipped] = half_func[flipped, ::-1]
+    half = codes[:, lo:hi].copy()
+    half[flipped] = half[flipped, ::-1]                    # sample in text order
+    half_start, half_func = (half & 1).view(bool), (half >> 1).view(bool)
     mask = sampling.sample_targets(rng, half_start, half_func, goal, p.mask_alpha,
                                    p.mask_beta, p.span_mode)
     mask[flipped] = mask[flipped, ::-1]
@@ -216,16 +215,19 @@ def build_records(rng, stream, sent, params, start_piece):
   return features, n_steps, {"records": len(tokens), "true_next": int(label.sum())}
 
 
-_FUNC_TABLES = {}
+_PIECE_CODES = {}
 
 
-def _func_table(vocab_size):
-  """bool [vocab_size]: True for <sep> and <cls> (never targets; spans stop there)."""
-  if vocab_size not in _FUNC_TABLES:
-    table = np.zeros(max(vocab_size, SEP_ID + 1, CLS_ID + 1), bool)
-    table[[SEP_ID, CLS_ID]] = True
-    _FUNC_TABLES[vocab_size] = table
-  return _FUNC_TABLES[vocab_size]
+def _piece_codes(start_piece):
+  """uint8 [vocab]: 1 for a piece that begins a word, + 2 for <sep> and <cls> (never targets;
+  spans stop there); one lookup gives both for every token."""
+  key = start_piece.tobytes()
+  if key not in _PIECE_CODES:
+    codes = np.zeros(max(len(start_piece), SEP_ID + 1, CLS_ID + 1), np.uint8)
+    codes[:len(start_piece)] = start_piece
+    codes[[SEP_ID, CLS_ID]] += 2
+    _PIECE_CODES[key] = codes
+  return _PIECE_CODES[key]
 
 
 _TOKENIZERS = {}
