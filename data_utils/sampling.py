@@ -164,9 +164,10 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
   Returns:
     bool [S, n] mask with exactly `goal` True per row (when goal is set).
 
-  Word starts and func positions are kept as sorted flat indices: the next start (or func)
-  at or after a column, and the start k words later, are binary searches done only for the
-  rows still drawing, never [S, n] tables.
+  Word starts and func positions are kept as sorted flat indices: the next start at or after a
+  position is one gather from the running count of word starts (a flat [S * n + 1] int array
+  built once per call), the start k words later an index into the sorted starts, the next func a
+  binary search; only the rows still drawing are carried from round to round.
   """
   s, n = word_start.shape
   if mode == "single":
@@ -179,6 +180,10 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
   func_flat = func.reshape(-1)
   end_of_all = s * n + n                          # past every row
   starts_pad = np.concatenate([starts, np.full(MAX_GRAM + 1, end_of_all, it)])
+  # before[x] = word starts before flat position x (= starts.searchsorted(x, "left")), for
+  # x in [0, s * n]: one gather per round instead of a binary search
+  before = np.zeros(s * n + 1, it)
+  np.cumsum(word_start.reshape(-1), dtype=it, out=before[1:])
   funcs_pad = np.concatenate([funcs, np.full(1, end_of_all, it)])
 
   # The state of the rows still drawing only (compacted when rows finish), in flat indices:
@@ -197,7 +202,7 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
     ctx = grams * alpha // beta
     l_ctx = np.floor(rng.random(k) * ctx).astype(it)
     # the first word start at or after cur + l_ctx (lim: none in the row)
-    h = starts.searchsorted(np.minimum(cur + l_ctx, lim), "left")
+    h = before[np.minimum(cur + l_ctx, lim)]
     beg = np.minimum(starts_pad[h], lim)
     stop = beg >= lim
     begc = np.minimum(beg, lim - 1)
