@@ -244,12 +244,11 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
       num_all[r] = num
       r, lim, cur, num = r[active], lim[active], cur[active], num[active]
   # spans never overlap: +1 at a span's begin, -1 at its end, running sum > 0 inside
-  flat_begins, flat_ends = np.concatenate(span_begins), np.concatenate(span_ends)
-  rows_taken = flat_begins // n                       # (a begin is < n: in its own row)
-  diff = np.zeros(s * (n + 1), np.int8)               # [S, n + 1], flat
-  diff[flat_begins + rows_taken] += 1                 # (distinct indices in each assignment)
-  diff[flat_ends + rows_taken] -= 1
-  mask = np.cumsum(diff.reshape(s, n + 1)[:, :n], axis=1, dtype=np.int8) > 0
+  # (a span ends at or before its row's end, so one running sum over all rows in flat order)
+  diff = np.zeros(s * n + 1, np.int8)
+  diff[np.concatenate(span_begins)] += 1              # (distinct indices in each assignment)
+  diff[np.concatenate(span_ends)] -= 1
+  mask = (np.cumsum(diff[:-1], dtype=np.int8) > 0).reshape(s, n)
   if goal is None or not fill:
     return mask
   return _fill(rng, mask, func, goal - num_all)
