@@ -141,6 +141,7 @@ class Tokenizer:
     self.start_piece = np.array([is_start_piece(p) for p in pieces], bool)
     self._needs_split = np.array(
         [len(p) > 1 and p[-1] == "," and p[-2].isdigit() for p in pieces], bool)
+    self._split_ids = {}           # id of such a piece -> the ids of its split (filled lazily)
     # Whether the model's own normaliser removes extra spaces (remove_extra_whitespaces, on in
     # every model we train and in the release's): then encoding need not collapse them first.
     probe = ["a  b", "a b", "  a", "a", "a  ", "a"]
@@ -189,6 +190,33 @@ class Tokenizer:
           ids.append(to_id(piece))
       out.append(ids)
     return out
+
+  def _fix_digit_comma_ids(self, texts, ids, fix):
+    """`_fix_digit_commas` of the lines FIX of TEXTS, whose ids IDS already holds.
+
+    A line without <unk> has the vocabulary's pieces (piece k = IdToPiece(id k)), so the rule
+    applies id by id: each id whose piece ends in digit + comma is replaced by its split's ids
+    (cached per id), without encoding the line again. Lines with <unk> (whose pieces carry the
+    unknown text itself) go through `_fix_digit_commas`."""
+    slow = [k for k in fix if UNK_ID in ids[k]]
+    out = dict(zip(slow, self._fix_digit_commas([
+        texts[k].decode("utf-8") if isinstance(texts[k], bytes) else texts[k] for k in slow])))
+    cache, needs = self._split_ids, self._needs_split
+    missing = sorted({i for k in fix if k not in out for i in ids[k] if needs[i]} - cache.keys())
+    if missing:
+      to_id = self.sp.PieceToId
+      subs = self._split_digit_commas([self.sp.IdToPiece(i) for i in missing])
+      cache.update((i, [to_id(p) for p in sub]) for i, sub in zip(missing, subs))
+    for k in fix:
+      if k not in out:
+        line = []
+        for i in ids[k]:
+          if needs[i]:
+            line.extend(cache[i])
+          else:
+            line.append(i)
+        out[k] = line
+    return [out[k] for k in fix]
 
   def normalize_lines(self, lines, collapse=True):
     """`preprocess_text` on many lines: ASCII lines in bulk (same result, faster).
@@ -239,8 +267,7 @@ class Tokenizer:
       ends = np.cumsum(lengths)
       parts, done = [], 0
       fix = _sorted_unique(np.searchsorted(ends, needs, "right"))
-      fixed = self._fix_digit_commas([texts[k].decode("utf-8") if isinstance(texts[k], bytes)
-                                      else texts[k] for k in fix])
+      fixed = self._fix_digit_comma_ids(texts, ids, fix)
       for k, new_ids in zip(fix, fixed):
         ids[k] = new_ids
         parts += [flat[done:ends[k] - lengths[k]], np.array(ids[k], np.int32)]
