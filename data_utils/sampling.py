@@ -101,9 +101,16 @@ def split_a_b_rows(rng, sent_rows, begins, tot_len):
   u_label, u_cut, u_b = u[:, 0], u[:, 1], u[:, 2]
   # every row's sentence starts in one sorted array, row r's shifted by r * stride
   stride = data_len + tot_len + 2
-  change = sent_rows[:, 1:] != sent_rows[:, :-1]
-  row_of, col = np.nonzero(change)
-  bounds = col + 1 + row_of * stride
+  if data_len >= 2:       # one compare over all rows in flat order, the rows' seams dropped
+    flat = np.ascontiguousarray(sent_rows).reshape(-1)
+    change = flat[1:] != flat[:-1]
+    change[data_len - 1::data_len] = False
+    at = np.flatnonzero(change)                              # = row * data_len + col
+    row_of = at // data_len
+    bounds = at + 1 + row_of * (stride - data_len)
+  else:
+    row_of = np.zeros(0, np.int64)
+    bounds = np.zeros(0, np.int64)
   nb = np.bincount(row_of, minlength=num_rows)[:, None]       # [R, 1] bounds per row
   first = (np.cumsum(nb) - nb[:, 0])[:, None]                 # [R, 1] row's first bound
   shift = (np.arange(num_rows) * stride)[:, None]

@@ -195,7 +195,7 @@ def build_records(rng, stream, sent, params, start_piece):
   tokens[:, reuse:] = new
 
   flipped = np.flatnonzero(rev[row[:, 0]])         # records of reversed lanes
-  codes = _piece_codes(start_piece)[tokens]          # bit 0: word start, bit 1: <sep>/<cls>
+  codes = _piece_codes(start_piece).take(tokens)          # bit 0: word start, bit 1: <sep>/<cls>
   is_masked = np.empty(tokens.shape, bool)
   for (lo, hi), goal in zip(((0, reuse), (reuse, seq_len)), p.num_predict_split()):
     half = codes[:, lo:hi].copy()
