@@ -255,7 +255,8 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
   diff = np.zeros(s * n + 1, np.int8)
   diff[np.concatenate(span_begins)] += 1              # (distinct indices in each assignment)
   diff[np.concatenate(span_ends)] -= 1
-  mask = (np.cumsum(diff[:-1], dtype=np.int8) > 0).reshape(s, n)
+  # (summed in int32: numpy's int8 running sum is ~3.5x slower; the values are 0 and 1)
+  mask = (np.cumsum(diff[:-1], dtype=np.int32) > 0).reshape(s, n)
   if goal is None or not fill:
     return mask
   return _fill(rng, mask, func, goal - num_all)
