@@ -133,7 +133,8 @@ def read_lines(shard):
 
 
 def build_stream(tokenizer, lines, use_eod=True):
-  """Lines -> (token stream int32 [N], sentence ids bool [N], counts).
+  """Lines -> (token stream int32 [N], sentence ids bool [N], counts: sentences, documents,
+  lines).
 
   LINES: a list of str, or `read_block`'s bytes (the lines joined by "\n"). Every sentence is
   a unit with its own sentence id; a run of blank lines ends a document, whose <eod> joins its
@@ -154,7 +155,8 @@ def build_stream(tokenizer, lines, use_eod=True):
     flat = np.insert(flat, np.cumsum(unit_len)[ends_doc], EOD_ID)
     unit_len = unit_len + ends_doc
   sent = np.repeat((np.arange(len(unit_len)) % 2).astype(bool), unit_len)
-  return flat, sent, {"sentences": len(unit_len), "documents": int(ends_doc.sum())}
+  return flat, sent, {"sentences": len(unit_len), "documents": int(ends_doc.sum()),
+                      "lines": len(per_line)}
 
 
 def build_records(rng, stream, sent, params, start_piece):
@@ -266,7 +268,7 @@ def write_shard(job):
   stream, sent, counts = build_stream(tokenizer, block, params.use_eod)
   rng = np.random.default_rng([seed, shard.index])
   stats = {"input_bytes": shard.size(), "tokens": int(len(stream)),
-           "lines": block.count(b"\n") + 1,
+           "lines": counts.pop("lines"),              # (= block.count(b"\n") + 1)
            "bad_lines": bad, "first_bad_line": first_bad, **counts,
            "inputs": [f"{p}[{s}:{e}]" for p, s, e in shard.pieces], "seed": seed}
   features, num_batch, more = build_records(rng, stream, sent, params, tokenizer.start_piece)
