@@ -205,9 +205,16 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
     k = len(r)
     room = limit - num
     # = rng.choice(1..MAX_GRAM, size=k, p=_GRAM_P): the same draw, without choice's checks
-    grams = np.minimum(_GRAM_CDF.searchsorted(rng.random(k), "right").astype(it) + 1, room)
+    # (1 + the CDF values <= u, counted by compares: u < 1 = the CDF's last value), and the
+    # left contexts' uniforms: rng.random(k) twice = rng.random(2 * k) cut in two
+    u = rng.random(2 * k)
+    u_gram, u_ctx = u[:k], u[k:]
+    grams = np.ones(k, it)
+    for c in _GRAM_CDF[:-1]:
+      grams += u_gram >= c
+    np.minimum(grams, room, out=grams)
     ctx = grams * alpha // beta
-    l_ctx = np.floor(rng.random(k) * ctx).astype(it)
+    l_ctx = np.floor(u_ctx * ctx).astype(it)
     # the first word start at or after cur + l_ctx (lim: none in the row)
     h = before[np.minimum(cur + l_ctx, lim)]
     beg = np.minimum(starts_pad[h], lim)
