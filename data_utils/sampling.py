@@ -230,17 +230,19 @@ def sample_targets(rng, word_start, func, goal, alpha=6, beta=1, mode="word", fi
     # row, whose span is dropped anyway)
     np.minimum(end, funcs_pad[funcs.searchsorted(np.minimum(begc + 1, lim), "left")], out=end)
     if mode == "word":                                   # fewer words if the span is too long
-      fits = False
-      for fewer in range(MAX_GRAM - 1, 0, -1):
-        too_long = end - beg > room
-        if not too_long.any():                         # (end only shrinks: nothing more to do)
-          fits = True
-          break
-        long = np.flatnonzero(too_long & (fewer < grams))
-        if len(long):
-          end[long] = np.minimum(end[long], np.minimum(starts_pad[h[long] + fewer], lim[long]))
-      if not fits:
-        stop |= (end - beg > room) & ~on_func
+      long = np.flatnonzero(end - beg > room)           # (end only shrinks: no other row will be)
+      if len(long):
+        l_end, l_beg, l_room, l_grams, l_h = end[long], beg[long], room[long], grams[long], h[long]
+        l_lim = lim[long]
+        for fewer in range(MAX_GRAM - 1, 0, -1):
+          too_long = l_end - l_beg > l_room
+          if not too_long.any():
+            break
+          l_end = np.where(too_long & (fewer < l_grams),
+                           np.minimum(l_end, np.minimum(starts_pad[l_h + fewer], l_lim)), l_end)
+        else:                                            # still too long after one word
+          stop[long] |= (l_end - l_beg > l_room) & ~on_func[long]
+        end[long] = l_end
     else:
       end = np.minimum(end, beg + room)
     take = ~(stop | on_func)
