@@ -18,6 +18,7 @@ deletes.
 
 import contextlib
 import dataclasses
+import gc
 import json
 import logging
 
@@ -261,6 +262,28 @@ def _tokenizer(sp_model, uncased):
 
 def write_shard(job):
   """Writes one shard (a worker's unit of work); returns its record-info dict."""
+  with _gc_paused():
+    return _write_shard(job)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+  """Python's cyclic garbage collector off while a shard is written: SentencePiece returns one
+  list per line (~10k per shard, 2M ids), and the collections their allocation triggers
+  traverse every id of every list still alive (measured ~30 ms of CPU over the bench's 18
+  shards, 3-4% of the writer). Nothing here makes reference cycles; whatever else does is
+  collected after the shard, when the collector is back on."""
+  if not gc.isenabled():
+    yield
+    return
+  gc.disable()
+  try:
+    yield
+  finally:
+    gc.enable()
+
+
+def _write_shard(job):
   shard, params, sp_model, output_dir, split, seed = job
   _tune_malloc()
   tokenizer = _tokenizer(sp_model, params.uncased)

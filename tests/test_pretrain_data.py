@@ -303,3 +303,31 @@ def test_fast_paths_equal_the_plain_ones(tok):
   want = tok.encode_lines(lines)
   assert list(lengths) == [len(w) for w in want] and list(flat) == sum(want, [])
   assert list(blank) == [not line.strip() for line in lines]
+
+
+def test_digit_comma_fix_by_ids_matches_encoding_the_pieces_again(tmp_path):
+  """The release's digit-comma split applied id by id (lines without <unk>, cached per id)
+  gives the ids of re-encoding each line's pieces (`_fix_digit_commas`), and lines with <unk>
+  (whose pieces hold the unknown text) still take that path."""
+  import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+  text = tmp_path / "t.txt"
+  text.write_text("in 2000, we left.\nby 1999, they came.\n" * 200 + "we 2000 left, 7, y\n" * 50)
+  prefix = str(tmp_path / "dc")
+  spm.SentencePieceTrainer.Train(
+      input=str(text), model_prefix=prefix, vocab_size=60, model_type="unigram",
+      unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+      control_symbols=["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"],
+      user_defined_symbols=["<eop>", "\u25812000,", "\u25811999,", "7,"], minloglevel=2,
+      hard_vocab_limit=False)
+  tok = Tokenizer(prefix + ".model")
+  lines = ["in 2000, we", "by 1999, 2000, 7, x", "2000,1999,7,", "no digits", "\u2603 2000, \u00fc",
+           "we 2000 left, 7,", "in 2000, \u2603"]
+  texts = tok.normalize_lines(lines)
+  ids = tok.sp.Encode(texts, out_type=int)
+  fix = [k for k, line in enumerate(ids) if tok._needs_split[line].any()]
+  assert len(fix) >= 5 and any(0 in ids[k] for k in fix) and any(0 not in ids[k] for k in fix)
+  want = tok._fix_digit_commas([texts[k] for k in fix])
+  assert tok._fix_digit_comma_ids(texts, ids, fix) == want
+  assert tok._fix_digit_comma_ids(texts, ids, fix) == want        # (from the cache)
+  assert tok.encode_lines(lines) == [want[fix.index(k)] if k in fix else ids[k]
+                                     for k in range(len(lines))]
