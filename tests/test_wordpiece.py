@@ -109,6 +109,16 @@ def test_encode_lines_contract(tok):
   assert all(type(i) is int for i in tok.encode("hello world"))
 
 
+def test_vocab_on_a_bucket_gives_the_same_ids(vocab_dir, tok):
+  """vocab.txt at a tf.io.gfile URL (ram://, the gs:// code path) loads to the same tokenizer."""
+  from data_utils import fileio
+  url = "ram://wordpiece-bucket/vocab.txt"
+  fileio.write_atomic(url, (vocab_dir / "vocab.txt").read_bytes())
+  assert wordpiece.WordPieceTokenizer(url).encode_lines(SENTENCES) == tok.encode_lines(SENTENCES)
+  with pytest.raises(ValueError, match="ram://wordpiece-bucket/nope.txt: vocab file not found"):
+    wordpiece.WordPieceTokenizer("ram://wordpiece-bucket/nope.txt")
+
+
 def texts_of(lengths):
   return [" ".join(LETTERS[:n]) for n in lengths]
 
