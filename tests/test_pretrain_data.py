@@ -309,17 +309,10 @@ def test_digit_comma_fix_by_ids_matches_encoding_the_pieces_again(tmp_path):
   """The release's digit-comma split applied id by id (lines without <unk>, cached per id)
   gives the ids of re-encoding each line's pieces (`_fix_digit_commas`), and lines with <unk>
   (whose pieces hold the unknown text) still take that path."""
-  import sentencepiece as spm  # pylint: disable=import-outside-toplevel
-  text = tmp_path / "t.txt"
-  text.write_text("in 2000, we left.\nby 1999, they came.\n" * 200 + "we 2000 left, 7, y\n" * 50)
-  prefix = str(tmp_path / "dc")
-  spm.SentencePieceTrainer.Train(
-      input=str(text), model_prefix=prefix, vocab_size=60, model_type="unigram",
-      unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-      control_symbols=["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"],
-      user_defined_symbols=["<eop>", "\u25812000,", "\u25811999,", "7,"], minloglevel=2,
-      hard_vocab_limit=False)
-  tok = Tokenizer(prefix + ".model")
+  from tests import data_fixtures  # pylint: disable=import-outside-toplevel
+  tok = Tokenizer(data_fixtures.make_digit_comma_model(
+      str(tmp_path), "in 2000, we left.\nby 1999, they came.\n" * 200
+      + "we 2000 left, 7, y\n" * 50, 60, ["\u25812000,", "\u25811999,", "7,"]))
   lines = ["in 2000, we", "by 1999, 2000, 7, x", "2000,1999,7,", "no digits", "\u2603 2000, \u00fc",
            "we 2000 left, 7,", "in 2000, \u2603"]
   texts = tok.normalize_lines(lines)

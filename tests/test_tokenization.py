@@ -7,6 +7,7 @@ import pytest
 import sentencepiece as spm
 
 from data_utils import tokenization as tk
+from tests import data_fixtures
 
 
 def test_preprocess_text_release_rules():
@@ -46,15 +47,9 @@ def test_training_is_deterministic(tmp_path, text_and_sp):
 
 def test_digit_comma_split_matches_the_release_rule(tmp_path):
   # A model that has the piece "▁2000," (and so needs the release's split).
-  text = tmp_path / "t.txt"
-  text.write_text("in 2000, we left.\nby 2000, they came.\n" * 200 + "we 2000 left, x, y\n" * 50)
-  prefix = str(tmp_path / "dc")
-  spm.SentencePieceTrainer.Train(
-      input=str(text), model_prefix=prefix, vocab_size=40, model_type="unigram",
-      unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-      control_symbols=["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"],
-      user_defined_symbols=["<eop>", "▁2000,"], minloglevel=2, hard_vocab_limit=False)
-  tok = tk.Tokenizer(prefix + ".model")
+  tok = tk.Tokenizer(data_fixtures.make_digit_comma_model(
+      str(tmp_path), "in 2000, we left.\nby 2000, they came.\n" * 200
+      + "we 2000 left, x, y\n" * 50, 40, ["▁2000,"]))
   raw = tok.sp.EncodeAsPieces("in 2000, we")
   assert "▁2000," in raw
   pieces = [tok.id_to_piece(i) for i in tok.encode("in 2000, we")]
