@@ -11,7 +11,12 @@ def define_model_flags():
                       "xlnet_config.json of the model (released or written by this project).")
   flags.DEFINE_string("init_checkpoint", None,
                       "Checkpoint to start from: a released TF1 checkpoint prefix, a directory "
-                      "holding one, or a native TF2 checkpoint written by this project.")
+                      "holding one, a native TF2 checkpoint written by this project, or a "
+                      "Hugging Face XLNet directory (config.json + model.safetensors or "
+                      "pytorch_model.bin; base model or any XLNetFor* head).")
+  flags.DEFINE_string("export_hf_dir", None,
+                      "Also write the model in the Hugging Face layout here (config.json + "
+                      "model.safetensors, loadable by transformers' XLNet*/MPNet* classes).")
   flags.DEFINE_float("dropout", 0.1, "Dropout rate on embeddings, attention output and FFN.")
   flags.DEFINE_float("dropatt", 0.1, "Dropout rate on attention probabilities.")
   flags.DEFINE_integer("mem_len", 0, "Tokens of memory cached per layer (0 = none).")
@@ -36,6 +41,10 @@ def define_model_type_flags():
                     "MPNet config.json, rows `<s> A </s></s> B </s>` right padded, <s> pooled, "
                     "--init_checkpoint a directory with model.safetensors (a release or "
                     "run_pretrain.py --objective=mpnet's MODEL_DIR/export).")
+  flags.DEFINE_string("export_dir", None,
+                      "Write a SavedModel here (after training, or from --init_checkpoint): a "
+                      "serving_default signature on raw strings with tokenization in-graph, "
+                      "for TF Serving, saved_model_cli and tf.saved_model.load.")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt of released MPNet weights, "
                       "instead of --sp_model (tokenized in-graph by tensorflow-text, "
                       "lower-cased).")
