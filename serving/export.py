@@ -1,0 +1,254 @@
+"""SavedModels that take raw text: tokenization, row packing, model and answer in one graph.
+
+Each export is a `tf.Module` whose `serving_default` signature takes strings ([N] batches):
+
+| task | inputs | outputs |
+|---|---|---|
+| classifier | `sentence` (+ `sentence_b` for pair tasks) | `logits` [N, C], `probabilities` [N, C], `label` [N] (the task's label strings); regression: `score` [N] |
+| race | `article`, `question` [N], `options` [N, 4] | `logits` [N, 4], `probabilities` [N, 4], `answer` [N] ("A"-"D") |
+| squad | `question`, `context` [N] | `answer` [N], `start`, `end` [N] (character offsets of the answer in the context, end exclusive), `score` [N]; v2.0 also `no_answer_probability` [N] |
+| encoder (pretraining) | `sentence` [N] | `input_ids` [N, L], `input_mask` [N, L] (1.0 on padding), `sequence_output` [N, L, D] |
+
+Tokenization is the Python path's, in-graph: XLNet's SentencePiece model is stored as an asset
+and applied with tensorflow_text (data_utils/sp_graph.py, the release's normalisation included);
+MPNet's WordPiece vocab through data_utils/wordpiece.py. Rows are packed by serving/packing.py
+(classifier, RACE) and serving/squad_graph.py (doc-stride windows and the beam). A loader needs
+only TensorFlow and tensorflow_text.
+
+`save` publishes atomically: the SavedModel is written under a temporary name, loaded back and
+checked against the Python path (tokenizer, feature code, model) on a few built-in inputs, and
+only then moved into place, `saved_model.pb` last (a reader sees the old export, none, or the
+new one). A failed check leaves nothing behind and names the export directory.
+"""
+
+import uuid
+
+import numpy as np
+import tensorflow as tf
+
+from data_utils import fileio
+from serving import packing
+
+SIGNATURE = "serving_default"
+RACE_ANSWERS = ("A", "B", "C", "D")
+# The self-check's inputs: accents, CJK, quotes, digits with commas, odd spaces, an empty text.
+PROBE_TEXTS = ("Café Müller, founded in 2000, sold 1,000 ``pastries'' to the Élysée.",
+               "東京は日本の首都です。 Tokyo!", "  tabs\tand\u00a0spaces  ", "",
+               "The QUICK brown fox -- 3,5 km/h -- jumps; \"over\" the dog's ½ bone.")
+
+
+def graph_tokenizer(tokenizer):
+  """The in-graph twin of a Python tokenizer: SentencePiece -> sp_graph; WordPiece (already
+  TensorFlow ops) is returned as is."""
+  if hasattr(tokenizer, "sp"):
+    from data_utils import sp_graph
+    return sp_graph.SentencePieceGraphTokenizer.from_tokenizer(tokenizer)
+  return tokenizer
+
+
+class _Serving(tf.Module):
+  """Holds the tokenizer (its tables and asset), the model's variables and the signature.
+
+  The Keras model itself is reached through a closure, not tracked: Keras 3 models add default
+  signatures of their own to a SavedModel, which would be traced with float inputs.
+  """
+
+  def __init__(self, model, tokenizer, fn, input_signature, name):
+    super().__init__(name=name)
+    self.tokenizer = tokenizer
+    self.model_weights = list(model.weights)
+    self.serving_default = tf.function(fn, input_signature=input_signature)
+
+
+def _strings(name, shape=(None,)):
+  return tf.TensorSpec(list(shape), tf.string, name=name)
+
+
+def classifier_module(model, tokenizer, model_type, max_seq_length, labels, pair):
+  """`sentence` (+ `sentence_b`) -> logits, probabilities, label (regression: score).
+
+  Args:
+    model: XLNetClassifier or MPNetClassifier (built).
+    tokenizer: the Python tokenizer the task used (SentencePiece Tokenizer or WordPiece).
+    labels: the task's label strings; () for regression.
+    pair: whether the task takes two texts.
+  """
+  tok = graph_tokenizer(tokenizer)
+  label_table = tf.constant(list(labels) or [""])
+
+  def outputs(rows):
+    logits = tf.cast(model(rows, training=False), tf.float32)
+    if not labels:
+      return {"score": logits}
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1),
+            "label": tf.gather(label_table, tf.argmax(logits, -1))}
+
+  if pair:
+    def serve(sentence, sentence_b):
+      return outputs(packing.pack_rows(model_type, tok, tok.tokenize(sentence),
+                                       tok.tokenize(sentence_b), max_seq_length))
+    signature = [_strings("sentence"), _strings("sentence_b")]
+  else:
+    def serve(sentence):
+      return outputs(packing.pack_rows(model_type, tok, tok.tokenize(sentence), None,
+                                       max_seq_length))
+    signature = [_strings("sentence")]
+  return _Serving(model, tok, serve, signature, "classifier")
+
+
+def race_question_option(question, options):
+  """race.encode's question+option texts: each "_" of the question replaced by the option, or
+  "question option" when it has none.
+
+  Args:
+    question: tf.string [N].
+    options: tf.string [N, 4].
+
+  Returns:
+    tf.string [N * 4], row-major (question n's options at 4n .. 4n + 3).
+  """
+  n_choice = len(RACE_ANSWERS)
+  q = tf.repeat(question, n_choice)
+  option = tf.reshape(options, [-1])
+  parts = tf.strings.split(q, "_")                              # [4N, (k)]
+  row = parts.value_rowids()
+  last = tf.gather(parts.row_splits[1:] - 1, row) == tf.range(tf.size(parts.flat_values),
+                                                                  dtype=row.dtype)
+  filled = tf.where(last, parts.flat_values, parts.flat_values + tf.gather(option, row))
+  joined = tf.strings.reduce_join(parts.with_flat_values(filled), axis=1)
+  return tf.where(parts.row_lengths() > 1, joined, q + " " + option)
+
+
+def race_module(model, tokenizer, model_type, max_seq_length, max_qa_length):
+  """`article`, `question` [N], `options` [N, 4] -> logits [N, 4], probabilities, answer."""
+  tok = graph_tokenizer(tokenizer)
+  answers = tf.constant(list(RACE_ANSWERS))
+  n_choice = len(RACE_ANSWERS)
+
+  def serve(article, question, options):
+    context = tok.tokenize(article)
+    context = tf.gather(context, tf.repeat(tf.range(tf.shape(article)[0]), n_choice))
+    qa = tok.tokenize(race_question_option(question, options))
+    rows = packing.race_rows(model_type, tok, context, qa, max_seq_length, max_qa_length)
+    rows = {k: tf.reshape(v, [-1, n_choice, max_seq_length]) for k, v in rows.items()}
+    logits = tf.cast(model(rows, training=False), tf.float32)
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1),
+            "answer": tf.gather(answers, tf.argmax(logits, -1))}
+
+  return _Serving(model, tok, serve, [_strings("article"), _strings("question"),
+                                      _strings("options", (None, n_choice))], "race")
+
+
+def squad_module(model, tokenizer, model_type, config, v2=True):
+  """`question`, `context` -> answer, start, end, score (+ no_answer_probability for v2.0),
+  with run_squad's windows (max_seq_length, doc_stride, max_query_length) and beam
+  (start_n_top, end_n_top, max_answer_length) taken from `config` (a SquadConfig)."""
+  from serving import squad_graph
+  tok = graph_tokenizer(tokenizer)
+  c = config
+  offsets = (tok.tokenize_with_offsets if hasattr(tok, "tokenize_with_offsets")
+             else tok.tokenize_words_with_offsets)
+
+  def serve(question, context):
+    query = tok.tokenize(question)
+    doc_ids, doc_starts, doc_ends = offsets(context)
+    windows = squad_graph.make_windows(
+        query, doc_ids, c.max_seq_length, c.doc_stride, c.max_query_length, model_type,
+        getattr(tok, "bos_id", 1), getattr(tok, "eos_id", 2), getattr(tok, "pad_id", 5))
+    rows = {k: windows[k] for k in ("input_ids", "seg_ids", "input_mask", "p_mask",
+                                    "cls_index")}
+    out = model(rows, training=False)
+    out = {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in out.items()}
+    best = squad_graph.extract_best(out, windows, doc_starts, doc_ends, context, c.start_n_top,
+                                    c.end_n_top, c.max_answer_length)
+    keys = ("answer", "start", "end", "score") + (("no_answer_probability",) if v2 else ())
+    return {k: best[k] for k in keys}
+
+  return _Serving(model, tok, serve, [_strings("question"), _strings("context")], "squad")
+
+
+def encoder_module(model, tokenizer, max_seq_length):
+  """Pretraining export: `sentence` -> input_ids, input_mask, sequence_output (the content
+  stream's last layer, [N, L, D]; rows `A <sep> <cls>` left padded)."""
+  tok = graph_tokenizer(tokenizer)
+
+  def serve(sentence):
+    rows = packing.pack_rows("xlnet", tok, tok.tokenize(sentence), None, max_seq_length)
+    out = model(rows, training=False)
+    return {"input_ids": rows["input_ids"], "input_mask": rows["input_mask"],
+            "sequence_output": tf.cast(out["content_output"], tf.float32)}
+
+  return _Serving(model, tok, serve, [_strings("sentence")], "encoder")
+
+
+# ---- saving ---------------------------------------------------------------------------------
+def _compare(export_dir, got, expected, atol):
+  """ValueError naming export_dir when an output differs from the Python path's."""
+  for key, want in expected.items():
+    have = got[key].numpy()
+    if np.asarray(want).dtype.kind in "OSU":
+      have = np.array([v.decode("utf-8") for v in have.reshape(-1)], object).reshape(have.shape)
+      bad = np.flatnonzero(have.reshape(-1) != np.asarray(want, object).reshape(-1))
+      if bad.size:
+        k = int(bad[0])
+        raise ValueError(f"{export_dir}: export check failed: {key}[{k}] is "
+                         f"{have.reshape(-1)[k]!r}, the Python path gives "
+                         f"{np.asarray(want, object).reshape(-1)[k]!r}")
+      continue
+    want = np.asarray(want, np.float64)
+    err = float(np.max(np.abs(have - want))) if want.size else 0.0
+    if have.shape != want.shape or err > atol * max(1.0, float(np.max(np.abs(want)))):
+      raise ValueError(f"{export_dir}: export check failed: {key} differs from the Python path "
+                       f"(shape {list(have.shape)} vs {list(want.shape)}, max difference {err:.3g})")
+
+
+def publish_dir(tmp, export_dir):
+  """Moves the SavedModel at `tmp` to `export_dir`, file by file (gs:// has no directory
+  rename), `saved_model.pb` last; an older export there is invalidated first (its
+  saved_model.pb removed) and then replaced whole."""
+  marker = fileio.join(export_dir, "saved_model.pb")
+  if fileio.exists(export_dir):
+    if fileio.exists(marker):
+      fileio.remove(marker)
+    fileio.rmtree(export_dir)
+  files = sorted(fileio.join(d, f) for d, _, fs in fileio.walk(tmp) for f in fs)
+  files.sort(key=lambda f: fileio.basename(f) == "saved_model.pb")
+  for src in files:
+    dst = fileio.join(export_dir, src[len(tmp):].lstrip("/"))
+    fileio.makedirs(fileio.dirname(dst))
+    fileio.rename(src, dst)
+  for d, _, _ in fileio.walk(tmp):
+    fileio.makedirs(fileio.join(export_dir, d[len(tmp):].lstrip("/")))   # empty dirs (assets/)
+  fileio.rmtree(tmp)
+
+
+def save(module, export_dir, probes, expected, atol=1e-4, log=print):
+  """Writes `module` as a SavedModel at `export_dir` after checking it.
+
+  Args:
+    module: a `_Serving` module (classifier_module, race_module, ...).
+    export_dir: local path or tf.io.gfile URL.
+    probes: {input name: array of strings}: inputs of the self-check.
+    expected: {output name: array}: what the Python path gives on `probes` (strings compared
+      exactly, numbers to `atol` relative to the largest magnitude).
+
+  Returns:
+    export_dir.
+
+  Raises:
+    ValueError naming export_dir when the reloaded export disagrees with `expected`.
+  """
+  export_dir = export_dir.rstrip("/")
+  tmp = f"{export_dir}.tmp-{uuid.uuid4().hex[:8]}"
+  try:
+    tf.saved_model.save(module, tmp, signatures={SIGNATURE: module.serving_default})
+    loaded = tf.saved_model.load(tmp)
+    got = loaded.signatures[SIGNATURE](**{k: tf.constant(v) for k, v in probes.items()})
+    _compare(export_dir, got, expected, atol)
+    publish_dir(tmp, export_dir)
+  finally:
+    if fileio.exists(tmp):
+      fileio.rmtree(tmp)
+  log(f"exported a SavedModel ({SIGNATURE}: {', '.join(probes)} -> "
+      f"{', '.join(sorted(got))}) to {export_dir}")
+  return export_dir

@@ -1,0 +1,150 @@
+"""In-graph row packing for the serving signatures: token ids -> model inputs.
+
+The same rows as the Python feature code (finetuning/layouts.py, classifier_features.encode,
+race.encode), built with TensorFlow ops on ragged ids so they run inside a SavedModel:
+
+xlnet: `A <sep> [B <sep>] <cls>`, LEFT padded (id 0, segment 4, input_mask 1.0), segment ids
+  A = 0, B = 1, <cls> = 2. Too-long pairs are cut the release's way, one token at a time from
+  the longer text (B on a tie), whose closed form is `xlnet_keep_lengths`.
+mpnet: `<s> A </s>` / `<s> A </s></s> B </s>`, right padded (data_utils/wordpiece.pack_pair:
+  Hugging Face's longest_first rule); segment ids 0.
+
+Shapes: N rows, L = max_len; ids are int RaggedTensors [N, (len)].
+"""
+
+import tensorflow as tf
+
+from data_utils.tokenization import CLS_ID, SEP_ID
+from data_utils.wordpiece import pack_pair
+from finetuning.layouts import SEG_PAD
+
+
+def xlnet_keep_lengths(len_a, len_b, budget):
+  """How many tokens of A and B the release's pair truncation keeps.
+
+  The release pops the last token of the longer text (B on a tie) until
+  len_a + len_b <= budget. Closed form: with excess = len_a + len_b - budget > 0, when the
+  longer text is longer by at least the excess only it is cut; otherwise both end at half the
+  budget, A taking the odd token (the tie rule cuts B first).
+
+  Args:
+    len_a: int32 [N].
+    len_b: int32 [N].
+    budget: python int or int32 scalar, tokens allowed for A and B together (>= 0).
+
+  Returns:
+    (keep_a, keep_b): int32 [N] each.
+  """
+  excess = len_a + len_b - budget
+  half_a, half_b = budget - budget // 2, budget // 2
+  keep_a = tf.where(len_a - len_b >= excess, len_a - excess, half_a)
+  keep_b = tf.where(len_b - len_a >= excess, len_b - excess, half_b)
+  keep_a = tf.where(len_b - len_a >= excess, len_a, keep_a)
+  keep_b = tf.where(len_a - len_b >= excess, len_b, keep_b)
+  fits = excess <= 0
+  return tf.where(fits, len_a, keep_a), tf.where(fits, len_b, keep_b)
+
+
+def _ragged(ids):
+  ids = ids if isinstance(ids, tf.RaggedTensor) else tf.RaggedTensor.from_tensor(ids)
+  return tf.cast(ids, tf.int32)
+
+
+def take_first(ids, keep):
+  """Row n keeps its first keep[n] ids. ids [N, (len)], keep int32 [N] -> [N, (keep)]."""
+  ids = _ragged(ids)
+  position = tf.ragged.range(tf.cast(ids.row_lengths(), tf.int32))
+  return tf.ragged.boolean_mask(ids, position < tf.expand_dims(keep, 1))
+
+
+def take_last(ids, keep):
+  """Row n keeps its last keep[n] ids (all if shorter). ids [N, (len)] -> [N, (<= keep)]."""
+  ids = _ragged(ids)
+  length = tf.cast(ids.row_lengths(), tf.int32)
+  position = tf.ragged.range(length)
+  return tf.ragged.boolean_mask(ids, position >= tf.expand_dims(length - keep, 1))
+
+
+def _left_pad(rows, max_len, pad):
+  """Ragged [N, (len <= L)] -> dense [N, L], each row at the right end, `pad` before it."""
+  length = tf.cast(rows.row_lengths(), tf.int32)
+  dense = rows.to_tensor(default_value=pad, shape=[None, max_len])
+  position = tf.range(max_len)[None, :]
+  start = (max_len - length)[:, None]
+  source = tf.clip_by_value(position - start, 0, max_len - 1)
+  return tf.where(position >= start, tf.gather(dense, source, batch_dims=1), pad)
+
+
+def pack_xlnet(ids_a, ids_b, max_len, truncate=True):
+  """XLNet rows (module docstring) from ragged ids.
+
+  Args:
+    ids_a: int RaggedTensor [N, (len_a)], first texts (no special tokens).
+    ids_b: int RaggedTensor [N, (len_b)], second texts, or None (single texts).
+    max_len: python int L.
+    truncate: cut A (single) or the pair to fit; False when the caller already did.
+
+  Returns:
+    dict: input_ids int32 [N, L], seg_ids int32 [N, L], input_mask float32 [N, L] (1.0 on
+    padding).
+  """
+  ids_a = _ragged(ids_a)
+  len_a = tf.cast(ids_a.row_lengths(), tf.int32)
+  n = tf.shape(len_a)[0]
+  specials = 2 if ids_b is None else 3
+  budget = max_len - specials
+  if budget < 0:
+    raise ValueError(f"max_len={max_len}: need at least {specials} for the special tokens")
+  column = lambda value: tf.RaggedTensor.from_tensor(tf.fill([n, 1], value))
+  if ids_b is None:
+    if truncate:
+      ids_a = take_first(ids_a, tf.minimum(len_a, budget))
+    parts = [ids_a, column(SEP_ID), column(CLS_ID)]
+    segs = [tf.zeros_like(ids_a), column(0), column(2)]
+  else:
+    ids_b = _ragged(ids_b)
+    if truncate:
+      keep_a, keep_b = xlnet_keep_lengths(len_a, tf.cast(ids_b.row_lengths(), tf.int32), budget)
+      ids_a, ids_b = take_first(ids_a, keep_a), take_first(ids_b, keep_b)
+    parts = [ids_a, column(SEP_ID), ids_b, column(SEP_ID), column(CLS_ID)]
+    segs = [tf.zeros_like(ids_a), column(0), tf.ones_like(ids_b), column(1), column(2)]
+  tokens, segments = tf.concat(parts, axis=1), tf.concat(segs, axis=1)
+  ones = tf.ones_like(tokens, tf.float32)
+  return {"input_ids": tf.ensure_shape(_left_pad(tokens, max_len, 0), [None, max_len]),
+          "seg_ids": tf.ensure_shape(_left_pad(segments, max_len, SEG_PAD), [None, max_len]),
+          "input_mask": tf.ensure_shape(1.0 - _left_pad(ones, max_len, 0.0), [None, max_len])}
+
+
+def pack_rows(model_type, tokenizer, ids_a, ids_b, max_len, truncate=True):
+  """Rows for `model_type` ("xlnet" or "mpnet"; the tokenizer gives MPNet's special ids).
+
+  Returns dict input_ids, seg_ids, input_mask, each [N, L] (see pack_xlnet).
+  """
+  if model_type == "xlnet":
+    return pack_xlnet(ids_a, ids_b, max_len, truncate)
+  rows = pack_pair(_ragged(ids_a), None if ids_b is None else _ragged(ids_b), max_len,
+                   tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)
+  rows["seg_ids"] = tf.zeros_like(rows["input_ids"])
+  return rows
+
+
+def race_rows(model_type, tokenizer, context_ids, qa_ids, max_len, max_qa_length):
+  """RACE rows as race.encode builds them: question+option keeps its last
+  min(max_qa_length, budget) tokens, the article its first budget - len(qa).
+
+  Args:
+    context_ids: int RaggedTensor [R, (len)], the article of each row.
+    qa_ids: int RaggedTensor [R, (len)], question+option of each row.
+
+  Returns:
+    dict input_ids, seg_ids, input_mask, each [R, L].
+  """
+  specials = 3 if model_type == "xlnet" else 4
+  budget = max_len - specials
+  if budget < 1 or max_qa_length < 1:
+    raise ValueError(f"max_seq_length={max_len} / max_qa_length={max_qa_length} leave no room "
+                     "for the question and option")
+  qa = take_last(qa_ids, tf.fill([tf.shape(qa_ids.row_lengths())[0]], min(max_qa_length, budget)))
+  qa_len = tf.cast(qa.row_lengths(), tf.int32)
+  context = take_first(context_ids, tf.maximum(budget - qa_len, 0))
+  return pack_rows(model_type, tokenizer, context, qa, max_len, truncate=False)
