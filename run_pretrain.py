@@ -26,6 +26,7 @@ from data_utils import pipeline
 from data_utils import record_format
 from modeling import flags as model_flags
 from modeling import mpnet
+from serving import tasks as serving_tasks
 from training import distribution
 from training import flags as training_flags
 from training.pretrain_task import OBJECTIVES, PretrainConfig, PretrainTask
@@ -47,6 +48,10 @@ flags.DEFINE_bool("mpnet_permute", True, "With --objective=mpnet: False keeps th
                   "position order (- permutation).")
 flags.DEFINE_float("nsp_weight", 0.0, "Weight of a next-sentence loss on the stored A/B label "
                    "(0 = off, as XLNet).")
+flags.DEFINE_string("sp_model", None, "SentencePiece model the records were written with; when "
+                    "given, the export also holds a SavedModel on raw text "
+                    "(MODEL_DIR/export/saved_model: sentence -> sequence_output; XLNet objectives).")
+flags.DEFINE_bool("uncased", False, "With --sp_model: lower-case the text (uncased records).")
 flags.DEFINE_integer("seq_len", 512, "Must match the records.")
 flags.DEFINE_integer("num_predict", 85, "Must match the records.")
 flags.DEFINE_integer("bsz_per_host", 32, "Batch per host; must match the records.")
@@ -110,6 +115,8 @@ def main(argv):
                                   checkpoint_state=FLAGS.checkpoint_memory)
     with pipeline.named_record_errors(FLAGS.record_dir):   # tf.data names no file
       trainer.train()
+    if FLAGS.sp_model and FLAGS.objective != "mpnet" and distribution.is_chief(strategy):
+      serving_tasks.export_pretrained(task, model_dir, FLAGS.sp_model, FLAGS.uncased)
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"run_pretrain.py: {e}")
 

@@ -8,6 +8,7 @@ The Python path is what the scripts themselves run: the task's tokenizer, its fe
 import numpy as np
 import tensorflow as tf
 
+from data_utils import fileio
 from finetuning import classifier_data, classifier_features, race, squad, squad_features
 from finetuning import layouts
 from serving import export
@@ -118,6 +119,22 @@ def export_encoder(model, tokenizer, max_seq_length, export_dir, log=print):
   module = export.encoder_module(model, tokenizer, max_seq_length)
   return export.save(module, export_dir, {"sentence": np.array(texts, object)}, expected,
                      log=log)
+
+
+def export_pretrained(task, model_dir, sp_model, uncased=False, log=print):
+  """MODEL_DIR/export/saved_model: the encoder of a finished XLNet pretraining run (read back
+  from its release-named export, run without memory, bi_data or dropout) on raw text."""
+  import dataclasses
+  from data_utils.tokenization import Tokenizer
+  from modeling import checkpoint
+  from modeling.models import XLNetPretrainModel
+  run_config = dataclasses.replace(task.run_config, bi_data=False, mem_len=0, reuse_len=0,
+                                   dropout=0.0, dropatt=0.0)
+  model = XLNetPretrainModel(task.model_config, run_config)
+  export_root = fileio.join(model_dir, "export")
+  checkpoint.load_tf1_checkpoint(model, fileio.join(export_root, "xlnet_model.ckpt"))
+  return export_encoder(model, Tokenizer(sp_model, lower=uncased), task.config.seq_len,
+                        fileio.join(export_root, "saved_model"), log)
 
 
 def export_task(task, model, export_dir, log=print, v2=True):
