@@ -3,9 +3,10 @@
 Training loss (the release's): 0.5 (start CE + end CE), end conditioned on the
 true start, + 0.5 BCE of the answerability logit. Prediction: start/end beam of
 every window, spans mapped back to the original characters, the best non-null
-answer per question (predictions.json), the n-best list with probabilities
-(nbest_predictions.json) and the smallest answerability logit over the windows
-(null_odds.json), scored with the official metrics when the file has answers.
+answer per question (predictions.json), the n-best list with probabilities and
+each text's character span in the context (nbest_predictions.json) and the
+smallest answerability logit over the windows (null_odds.json), scored with the
+official metrics when the file has answers.
 """
 
 import collections
@@ -139,9 +140,29 @@ class SquadTask(Task):
     return self.predict(model, self.c.predict_file, fileio.join(self.c.model_dir, "eval"))
 
 
+def stripped_span(context, begin, end):
+  """(text, start, end): context[begin:end].strip() and its character span in context.
+
+  The span is [start, end) in code points (end exclusive); an empty text has -1, -1.
+  """
+  raw = context[begin:end]
+  text = raw.strip()
+  if not text:
+    return "", -1, -1
+  start = begin + len(raw) - len(raw.lstrip())
+  return text, start, start + len(text)
+
+
 def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_length,
                     n_best_size):
-  """Beam outputs of every window -> (predictions, nbest, null_odds)."""
+  """Beam outputs of every window -> (predictions, nbest, null_odds).
+
+  A candidate's text is context[starts[s]:ends[e]].strip(); per text the best score is kept
+  (the first candidate reaching it gives the text's "start"/"end", character offsets of the
+  stripped text in the context, -1/-1 for an empty text); texts are ranked by score, ties in
+  the order the texts first appeared (window, start beam, end beam). serving/squad_graph.py
+  picks the same best answer in-graph.
+  """
   by_example = collections.defaultdict(list)
   for f, info in enumerate(infos):
     by_example[info["example_index"]].append(f)
@@ -160,19 +181,21 @@ def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_le
               or e - s + 1 > max_answer_length):
             continue
           score = float(outs["start_top_log_probs"][f, i] + outs["end_top_log_probs"][f, i * end_n_top + j])
-          text = ex.context[info["starts"][s]:info["ends"][e]].strip()
-          if text not in candidates or candidates[text] < score:
-            candidates[text] = score
-    best = sorted(candidates.items(), key=lambda kv: -kv[1])[:n_best_size]
+          text, start, end = stripped_span(ex.context, info["starts"][s], info["ends"][e])
+          if text not in candidates or candidates[text][0] < score:
+            candidates[text] = (score, start, end)
+    best = sorted(candidates.items(), key=lambda kv: -kv[1][0])[:n_best_size]
     if best:
-      scores = np.array([s for _, s in best])
+      scores = np.array([s for _, (s, _, _) in best])
       probs = np.exp(scores - scores.max())
       probs /= probs.sum()
-      nbest[ex.qas_id] = [{"text": t, "probability": float(p), "log_score": s}
-                          for (t, s), p in zip(best, probs)]
+      nbest[ex.qas_id] = [{"text": t, "probability": float(p), "log_score": s,
+                           "start": start, "end": end}
+                          for (t, (s, start, end)), p in zip(best, probs)]
       preds[ex.qas_id] = best[0][0]
     else:
-      nbest[ex.qas_id] = [{"text": "", "probability": 1.0, "log_score": 0.0}]
+      nbest[ex.qas_id] = [{"text": "", "probability": 1.0, "log_score": 0.0, "start": -1,
+                           "end": -1}]
       preds[ex.qas_id] = ""
     null_odds[ex.qas_id] = score_null
   return preds, nbest, null_odds
