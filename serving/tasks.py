@@ -33,27 +33,43 @@ def is_pair_task(spec):
   return any(cols[1] is not None for cols in spec.columns.values())
 
 
-def export_classifier(task, model, export_dir, log=print):
+def classifier_outputs(task, model, texts, texts_b=None):
+  """The Python path's classifier outputs on raw texts (texts_b None: single-text task)."""
   c, spec = task.config, task.spec
-  pair = is_pair_task(spec)
-  texts = list(export.PROBE_TEXTS) + [_LONG]
-  texts_b = texts[2:] + texts[:2] if pair else [None] * len(texts)
-  examples = [classifier_data.Example(str(k), a, b) for k, (a, b) in enumerate(zip(texts,
-                                                                                   texts_b))]
+  texts_b = texts_b if texts_b is not None else [None] * len(texts)
+  examples = [classifier_data.Example(str(k), a, b)
+              for k, (a, b) in enumerate(zip(texts, texts_b))]
   feats = classifier_features.encode(task.tokenizer, examples, c.max_seq_length, spec.labels,
                                      c.model_type)
   logits = _forward(model, {k: feats[k] for k in ("input_ids", "seg_ids", "input_mask")})
   if spec.is_regression:
-    expected = {"score": logits}
-  else:
-    expected = {"logits": logits, "probabilities": _softmax(logits),
-                "label": np.array([spec.labels[i] for i in logits.argmax(-1)], object)}
+    return {"score": logits}
+  return {"logits": logits, "probabilities": _softmax(logits),
+          "label": np.array([spec.labels[i] for i in logits.argmax(-1)], object)}
+
+
+def export_classifier(task, model, export_dir, log=print):
+  c, spec = task.config, task.spec
+  pair = is_pair_task(spec)
+  texts = list(export.PROBE_TEXTS) + [_LONG]
+  texts_b = texts[2:] + texts[:2] if pair else None
   probes = {"sentence": np.array(texts, object)}
   if pair:
     probes["sentence_b"] = np.array(texts_b, object)
   module = export.classifier_module(model, task.tokenizer, c.model_type, c.max_seq_length,
                                     spec.labels, pair)
-  return export.save(module, export_dir, probes, expected, log=log)
+  return export.save(module, export_dir, probes, classifier_outputs(task, model, texts, texts_b),
+                     log=log)
+
+
+def race_outputs(task, model, articles, questions, options):
+  """The Python path's RACE outputs (options: 4 strings per question)."""
+  c = task.config
+  items = [("middle", a, q, list(o), 0) for a, q, o in zip(articles, questions, options)]
+  feats = race.encode(task.tokenizer, items, c.max_seq_length, task.max_qa_length, c.model_type)
+  logits = _forward(model, {k: feats[k] for k in ("input_ids", "seg_ids", "input_mask")})
+  return {"logits": logits, "probabilities": _softmax(logits),
+          "answer": np.array([export.RACE_ANSWERS[i] for i in logits.argmax(-1)], object)}
 
 
 def export_race(task, model, export_dir, log=print):
@@ -61,16 +77,12 @@ def export_race(task, model, export_dir, log=print):
   articles = [_LONG, export.PROBE_TEXTS[0]]
   questions = ["Who sold the _ to the Élysée?", "What is true? 1,000"]
   options = [["pastries", "$1 \\1 cakes", "東京", ""], ["a_b", "   ", "½", "Tokyo!"]]
-  items = [("middle", a, q, o, 0) for a, q, o in zip(articles, questions, options)]
-  feats = race.encode(task.tokenizer, items, c.max_seq_length, task.max_qa_length, c.model_type)
-  logits = _forward(model, {k: feats[k] for k in ("input_ids", "seg_ids", "input_mask")})
-  expected = {"logits": logits, "probabilities": _softmax(logits),
-              "answer": np.array([export.RACE_ANSWERS[i] for i in logits.argmax(-1)], object)}
   probes = {"article": np.array(articles, object), "question": np.array(questions, object),
             "options": np.array(options, object)}
   module = export.race_module(model, task.tokenizer, c.model_type, c.max_seq_length,
                               task.max_qa_length)
-  return export.save(module, export_dir, probes, expected, log=log)
+  return export.save(module, export_dir, probes,
+                     race_outputs(task, model, articles, questions, options), log=log)
 
 
 def squad_python_path(task, model, questions, contexts):
@@ -105,8 +117,8 @@ def export_squad(task, model, export_dir, v2=True, log=print):
   return export.save(module, export_dir, probes, expected, log=log)
 
 
-def export_encoder(model, tokenizer, max_seq_length, export_dir, log=print):
-  texts = list(export.PROBE_TEXTS) + [_LONG]
+def encoder_outputs(model, tokenizer, max_seq_length, texts):
+  """The Python path's encoder rows and content-stream output (rows `A <sep> <cls>`)."""
   budget = max_seq_length - layouts.special_count("xlnet", False)
   rows = [layouts.pack("xlnet", tokenizer, ids[:budget], None, max_seq_length)[:3]
           for ids in tokenizer.encode_lines(texts)]
@@ -114,11 +126,15 @@ def export_encoder(model, tokenizer, max_seq_length, export_dir, log=print):
             "seg_ids": np.stack([r[1] for r in rows]),
             "input_mask": np.stack([r[2] for r in rows])}
   out = _forward(model, arrays)
-  expected = {"input_ids": arrays["input_ids"], "input_mask": arrays["input_mask"],
-              "sequence_output": out["content_output"]}
+  return {"input_ids": arrays["input_ids"], "input_mask": arrays["input_mask"],
+          "sequence_output": out["content_output"]}
+
+
+def export_encoder(model, tokenizer, max_seq_length, export_dir, log=print):
+  texts = list(export.PROBE_TEXTS) + [_LONG]
   module = export.encoder_module(model, tokenizer, max_seq_length)
-  return export.save(module, export_dir, {"sentence": np.array(texts, object)}, expected,
-                     log=log)
+  return export.save(module, export_dir, {"sentence": np.array(texts, object)},
+                     encoder_outputs(model, tokenizer, max_seq_length, texts), log=log)
 
 
 def export_pretrained(task, model_dir, sp_model, uncased=False, log=print):

@@ -135,18 +135,20 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
              model_dir=f"{b}/pretrain", mem_len=16, learning_rate=1e-3, warmup_steps=1,
              steps_per_loop=2, save_every=2, seed=0, xla="off", **shape)
   run_main("run_pretrain.py", train_steps=2, **pre)
-  run_main("run_pretrain.py", train_steps=4, **pre)           # resumes from step 2
+  run_main("run_pretrain.py", train_steps=4, sp_model=f"{spm}.model", **pre)   # resumes at 2
   out = capsys.readouterr().out
   assert f"resumed from {b}/pretrain/ckpt/ckpt-2 at step 2" in out, out[-2000:]
   export = f"{b}/pretrain/export"
   assert fileio.exists(f"{export}/xlnet_model.ckpt.index")
+  assert fileio.exists(f"{export}/saved_model/saved_model.pb")     # the encoder on raw text
   init = dict(model_config_path=f"{export}/xlnet_config.json",
               init_checkpoint=f"{export}/xlnet_model.ckpt", sp_model=f"{spm}.model",
               train_steps=2, steps_per_loop=2, save_every=2, warmup_steps=1,
               learning_rate=1e-3, seed=0, xla="off")   # paths are the point, not XLA
   run_main("run_classifier.py", task_name="dbpedia", data_dir=f"{b}/data/classify",
            model_dir=f"{b}/cls", max_seq_length=32, train_batch_size=4, eval_batch_size=4,
-           do_train=True, do_eval=True, do_predict=True, **init)
+           do_train=True, do_eval=True, do_predict=True, export_dir=f"{b}/cls-serving", **init)
+  assert fileio.exists(f"{b}/cls-serving/saved_model.pb")
   submissions = fileio.glob(f"{b}/cls/*test*")
   assert submissions, fileio.listdir(f"{b}/cls")
   lines = fileio.read_text(submissions[0]).splitlines()
@@ -155,7 +157,8 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
   run_main("run_squad.py", train_file=f"{b}/data/squad/train-v2.0.json",
            predict_file=f"{b}/data/squad/dev-v2.0.json", model_dir=f"{b}/squad",
            max_seq_length=64, doc_stride=28, max_query_length=32, train_batch_size=4,
-           do_train=True, do_predict=True, **init)
+           do_train=True, do_predict=True, export_dir=f"{b}/squad-serving", **init)
+  assert fileio.exists(f"{b}/squad-serving/saved_model.pb")
   predictions = json.loads(fileio.read_text(f"{b}/squad/predictions.json"))
   questions = json.loads(fileio.read_text(f"{b}/data/squad/dev-v2.0.json"))["data"]
   assert set(predictions) == {q["id"] for d in questions for p in d["paragraphs"]
@@ -163,5 +166,6 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
   assert fileio.exists(f"{b}/squad/null_odds.json")
   run_main("run_race.py", data_dir=f"{b}/data/RACE", model_dir=f"{b}/race",
            max_seq_length=64, max_qa_length=32, train_batch_size=2, do_train=True,
-           do_eval=True, **init)
+           do_eval=True, export_dir=f"{b}/race-serving", **init)
+  assert fileio.exists(f"{b}/race-serving/saved_model.pb")
   assert fileio.glob(f"{b}/race/ckpt*") or fileio.glob(f"{b}/race/ckpt/*")

@@ -1,6 +1,6 @@
-"""README, "Cloud TPU and multi-GPU": every `python SCRIPT.py --flag` in the section's bash
-blocks (including those inside `gcloud ... --command="..."`) names a flag SCRIPT defines, as its
-`--helpfull` lists them."""
+"""README, "Cloud TPU and multi-GPU" and "Serving, and sharing weights with Hugging Face": every
+`python SCRIPT.py --flag` in the sections' bash blocks (including those inside `gcloud ...
+--command="..."`) names a flag SCRIPT defines, as its `--helpfull` lists them."""
 
 import os
 import re
@@ -9,20 +9,21 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SECTION = "## Cloud TPU and multi-GPU"
+SECTIONS = ("## Cloud TPU and multi-GPU", "## Serving, and sharing weights with Hugging Face")
 SEPARATORS = {";", "&&", "&", "|", "||"}
 
 
 def section_commands():
-  """[(script, [flag names])] of every python command in the section's bash blocks."""
+  """[(script, [flag names])] of every python command in the sections' bash blocks."""
   with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
     text = f.read()
-  assert SECTION in text
-  body = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
   found = []
-  for block in re.findall(r"```bash\n(.*?)```", body, re.DOTALL):
-    for line in block.replace("\\\n", " ").splitlines():
-      found += commands_in(line)
+  for section in SECTIONS:
+    assert section in text
+    body = text.split(section, 1)[1].split("\n## ", 1)[0]
+    for block in re.findall(r"```bash\n(.*?)```", body, re.DOTALL):
+      for line in block.replace("\\\n", " ").splitlines():
+        found += commands_in(line)
   return found
 
 
@@ -64,7 +65,7 @@ def test_readme_section_names_only_defined_flags():
           "data_utils/train_tokenizer.py"} <= set(scripts)
   named = {f for _, fl in commands for f in fl}
   assert {"tpu", "tpu_zone", "num_core_per_host", "distribution_strategy", "num_tasks", "task",
-          "init_checkpoint"} <= named
+          "init_checkpoint", "export_dir", "export_hf_dir"} <= named
   defined, booleans = defined_flags(scripts)
   missing = []
   for script, used in commands:

@@ -1,0 +1,243 @@
+"""SavedModel exports on raw text: a fresh process that imports only tensorflow and
+tensorflow_text gets the Python path's predictions (classifier, RACE, SQuAD, the pretraining
+encoder; XLNet cased and uncased, MPNet with WordPiece); publication is atomic and checked."""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils import fileio, tokenization, wordpiece
+from finetuning import classifier_data, squad
+from finetuning.squad import SquadConfig, SquadTask
+from modeling import mpnet, mpnet_models
+from modeling.config import RunConfig, XLNetConfig
+from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
+                             XLNetSquadModel)
+from serving import export, tasks
+from tests import data_fixtures
+from tests import test_wordpiece
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+ENV.pop("PYTHONPATH", None)
+LONG = ("The committee met in Zürich on 3 March 2000, and again, after 1,250 days, in Kraków. "
+        * 14)
+TEXTS = ["Café Müller, founded in 2000, sold 1,000 ``pastries'' to the Élysée.",
+         "東京は日本の首都です。Tokyo, 2,000 km away!", "  tabs\tand\u00a0odd   spaces ",
+         "", 'She said "no" -- it wasn\'t ½ or ² of 10,5 €.', LONG,
+         "ΟΔΟΣ ΣΟΦΟΣ naïve İstanbul ﬁne", "<sep> <cls> <eop> spelled out"]
+PAIRS = TEXTS[3:] + TEXTS[:3]          # the empty text meets a non-empty one, and vice versa
+_CHECK = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops the graphs use)
+requests = json.load(open(sys.argv[1]))
+out = {}
+for name, request in requests.items():
+  fn = tf.saved_model.load(request["dir"]).signatures["serving_default"]
+  got = fn(**{k: tf.constant(v) for k, v in request["inputs"].items()})
+  out[name] = {k: (np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(v.numpy()).tolist()
+                   if v.dtype == tf.string else v.numpy().tolist()) for k, v in got.items()}
+ours = sorted(m for m in sys.modules
+              if m.split(".")[0] in ("data_utils", "modeling", "serving", "finetuning",
+                                     "training", "keras"))
+json.dump({"outputs": out, "modules": ours}, open(sys.argv[2], "w"))
+"""
+
+
+def _randomize(model, seed):
+  rng = np.random.default_rng(seed)
+  for v in model.trainable_variables:
+    v.assign(rng.normal(0, 0.3, v.shape).astype(np.float32))
+  return model
+
+
+def _xlnet_config(vocab):
+  return XLNetConfig(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, n_token=vocab)
+
+
+RUN = RunConfig(dropout=0.0, dropatt=0.0)
+
+
+@pytest.fixture(scope="module")
+def tokenizers(tmp_path_factory, text_and_sp):
+  """uncased: the session's 800-piece model; cased: a model with digit-comma pieces."""
+  directory = str(tmp_path_factory.mktemp("serving_sp"))
+  text = open(text_and_sp[0], encoding="utf-8").read()[:60_000]
+  cased = data_fixtures.make_digit_comma_model(
+      directory, text + "\nIn 2000, sold 1,000 of them; 3,5 and 10,5.\n" * 50, 500,
+      ["▁2000,", "000,"])
+  vocab = tmp_path_factory.mktemp("serving_vocab") / "vocab.txt"
+  pieces = (["<s>", "<pad>", "</s>", "<unk>", "[UNK]"] + test_wordpiece.PUNCT
+            + test_wordpiece.WORDS + test_wordpiece.LETTERS + test_wordpiece.SUFFIXES)
+  test_wordpiece.write_vocab(vocab, list(dict.fromkeys(pieces)) + ["<mask>"])
+  return {"uncased": tokenization.Tokenizer(text_and_sp[1], lower=True),
+          "cased": tokenization.Tokenizer(cased), "wordpiece": wordpiece.WordPieceTokenizer(
+              str(vocab))}
+
+
+def _squad_task(tmp_path, tok, model_config, model_type="xlnet"):
+  config = SquadConfig(model_dir=str(tmp_path), max_seq_length=40, doc_stride=12,
+                       max_query_length=10, max_answer_length=8, start_n_top=3, end_n_top=3,
+                       n_best_size=3, model_type=model_type)
+  return SquadTask(config, model_config, RUN, tok)
+
+
+def _squad_file(path, questions, contexts):
+  data = [{"title": "t", "paragraphs": [{"context": c, "qas": [{"id": f"q{k}", "question": q,
+                                                                  "answers": []}]}]}
+          for k, (q, c) in enumerate(zip(questions, contexts))]
+  path.write_text(json.dumps({"version": "2.0", "data": data}, ensure_ascii=False),
+                  encoding="utf-8")
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, tokenizers):
+  """Every kind of export, with the Python path's answers on the same raw inputs."""
+  root = tmp_path_factory.mktemp("exports")
+  cased, uncased, wp = tokenizers["cased"], tokenizers["uncased"], tokenizers["wordpiece"]
+  cases = {}
+
+  def add(name, module_export, inputs, expected):
+    cases[name] = {"dir": module_export(str(root / name)), "inputs": inputs,
+                   "expected": expected}
+
+  # classifier, pair task, cased; regression, uncased
+  for name, tok, task_name, seed in (("mnli", cased, "mnli", 1), ("stsb", uncased, "sts-b", 2)):
+    spec = classifier_data.get_task(task_name)
+    model = _randomize(XLNetClassifier(_xlnet_config(tok.vocab_size), RUN,
+                                       n_class=max(len(spec.labels), 1), task_name=task_name,
+                                       regression=spec.is_regression).ensure_built(), seed)
+    task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=24,
+                                                              model_type="xlnet"),
+                                 spec=spec, tokenizer=tok)
+    add(name, lambda d, t=task, m=model: tasks.export_classifier(t, m, d, log=lambda _: None),
+        {"sentence": TEXTS, "sentence_b": PAIRS},
+        tasks.classifier_outputs(task, model, TEXTS, PAIRS))
+  # MPNet + WordPiece, single sentences
+  mconfig = mpnet.MPNetConfig(vocab_size=wp.vocab_size, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=4, intermediate_size=64,
+                              max_position_embeddings=80)
+  model = _randomize(mpnet_models.MPNetClassifier(mconfig, n_class=2).ensure_built(), 3)
+  task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=20,
+                                                            model_type="mpnet"),
+                               spec=classifier_data.get_task("sst-2"), tokenizer=wp)
+  add("sst2_mpnet", lambda d: tasks.export_classifier(task, model, d, log=lambda _: None),
+      {"sentence": TEXTS}, tasks.classifier_outputs(task, model, TEXTS, None))
+  # RACE, uncased
+  race_model = _randomize(XLNetRaceModel(_xlnet_config(uncased.vocab_size), RUN).ensure_built(), 4)
+  race_task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=32,
+                                                                 model_type="xlnet"),
+                                    tokenizer=uncased, max_qa_length=12)
+  articles, questions = [LONG, TEXTS[0], ""], ["Where did _ meet?", "Who sold 1,000?", "_"]
+  options = [["Zürich", "Kraków", "", "東京"], ["Café", "the Élysée", "½", "x_y"],
+             ["a", "b", "c", "d"]]
+  add("race", lambda d: tasks.export_race(race_task, race_model, d, log=lambda _: None),
+      {"article": articles, "question": questions, "options": options},
+      tasks.race_outputs(race_task, race_model, articles, questions, options))
+  # SQuAD v2, cased (XLNet) and WordPiece (MPNet): the scripts' prediction files
+  contexts = [LONG, TEXTS[0], TEXTS[1], TEXTS[4], "  " + TEXTS[6]]
+  questions = ["When did the committee meet?", "Who sold 1,000 pastries?", "", "½ of what?",
+               "ΣΟΦΟΣ?"]
+  for name, tok, make in (
+      ("squad", cased, lambda: XLNetSquadModel(_xlnet_config(cased.vocab_size), RUN,
+                                               start_n_top=3, end_n_top=3)),
+      ("squad_mpnet", wp, lambda: mpnet_models.MPNetSquadModel(
+          mpnet.MPNetConfig(**{**mconfig.to_dict(), "vocab_size": wp.vocab_size}),
+          start_n_top=3, end_n_top=3))):
+    model = _randomize(make().ensure_built(), 5)
+    out_dir = root / f"{name}_files"
+    out_dir.mkdir()
+    sq_task = _squad_task(out_dir, tok, model.config, "mpnet" if "mpnet" in name else "xlnet")
+    sq_task.predict(model, _squad_file(out_dir / "dev.json", questions, contexts), str(out_dir))
+    preds = json.loads((out_dir / "predictions.json").read_text(encoding="utf-8"))
+    nbest = json.loads((out_dir / "nbest_predictions.json").read_text(encoding="utf-8"))
+    odds = json.loads((out_dir / "null_odds.json").read_text(encoding="utf-8"))
+    ids = [f"q{k}" for k in range(len(questions))]
+    expected = {"answer": [preds[i] for i in ids],
+                "start": [nbest[i][0].get("start", -1) for i in ids],
+                "end": [nbest[i][0].get("end", -1) for i in ids],
+                "score": [nbest[i][0]["log_score"] for i in ids],
+                "no_answer_probability": [1 / (1 + np.exp(-odds[i])) for i in ids]}
+    assert sum(bool(a) for a in expected["answer"]) >= 3, expected["answer"]
+    add(name, lambda d, t=sq_task, m=model: tasks.export_squad(t, m, d, log=lambda _: None),
+        {"question": questions, "context": contexts}, expected)
+  # the pretraining encoder, cased
+  enc = _randomize(XLNetPretrainModel(_xlnet_config(cased.vocab_size), RUN).ensure_built(), 6)
+  add("encoder", lambda d: tasks.export_encoder(enc, cased, 24, d, log=lambda _: None),
+      {"sentence": TEXTS}, tasks.encoder_outputs(enc, cased, 24, TEXTS))
+  return root, cases
+
+
+def test_a_fresh_process_gets_the_python_paths_predictions(exported):
+  root, cases = exported
+  request = root / "requests.json"
+  request.write_text(json.dumps({k: {"dir": c["dir"], "inputs": c["inputs"]}
+                                 for k, c in cases.items()}, ensure_ascii=False),
+                     encoding="utf-8")
+  r = subprocess.run([sys.executable, "-c", _CHECK, str(request), str(root / "out.json")],
+                     cwd=str(root), env=ENV, capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  result = json.loads((root / "out.json").read_text(encoding="utf-8"))
+  assert result["modules"] == []            # only tensorflow and tensorflow_text were needed
+  for name, case in cases.items():
+    got = result["outputs"][name]
+    assert set(case["expected"]) <= set(got), (name, sorted(got))
+    for key, want in case["expected"].items():
+      have = got[key]
+      if isinstance(np.asarray(want, object).reshape(-1)[0], str):
+        assert have == list(np.asarray(want, object).tolist()), (name, key)
+      elif key in ("start", "end", "input_ids"):
+        np.testing.assert_array_equal(have, want, err_msg=f"{name} {key}")
+      else:
+        np.testing.assert_allclose(have, want, rtol=0, err_msg=f"{name} {key}",
+                                   atol=1e-5 * max(1.0, float(np.max(np.abs(want)))))
+
+
+def test_squad_offsets_point_at_the_answer(exported):
+  _, cases = exported
+  for name in ("squad", "squad_mpnet"):
+    case = cases[name]
+    for context, answer, start, end in zip(case["inputs"]["context"], case["expected"]["answer"],
+                                           case["expected"]["start"], case["expected"]["end"]):
+      if answer:
+        assert context[start:end] == answer, (name, answer, start, end)
+
+
+def test_signatures_are_on_strings(exported):
+  _, cases = exported
+  loaded = tf.saved_model.load(cases["mnli"]["dir"])
+  spec = loaded.signatures["serving_default"].structured_input_signature[1]
+  assert {k: (v.dtype, v.shape.as_list()) for k, v in spec.items()} == {
+      "sentence": (tf.string, [None]), "sentence_b": (tf.string, [None])}
+  assert os.listdir(os.path.join(cases["squad"]["dir"], "assets"))   # spiece.model travels
+
+
+def test_a_failed_check_publishes_nothing_and_a_rerun_replaces(tmp_path, tokenizers):
+  tok = tokenizers["uncased"]
+  spec = classifier_data.get_task("sst-2")
+  model = _randomize(XLNetClassifier(_xlnet_config(tok.vocab_size), RUN, n_class=2,
+                                     task_name="sst-2").ensure_built(), 7)
+  task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=16,
+                                                            model_type="xlnet"),
+                               spec=spec, tokenizer=tok)
+  module = export.classifier_module(model, tok, "xlnet", 16, spec.labels, pair=False)
+  target = f"{tmp_path}/export"
+  wrong = tasks.classifier_outputs(task, model, TEXTS[:2], None)
+  wrong["logits"] = wrong["logits"] + 1.0
+  with pytest.raises(ValueError, match=f"{target}: export check failed: logits"):
+    export.save(module, target, {"sentence": np.array(TEXTS[:2], object)}, wrong,
+                log=lambda _: None)
+  assert os.listdir(tmp_path) == []                 # no export, no temporary leftovers
+  tasks.export_classifier(task, model, target, log=lambda _: None)
+  first = sorted(os.listdir(target))
+  tasks.export_classifier(task, model, target, log=lambda _: None)   # over an existing one
+  assert sorted(os.listdir(target)) == first and "saved_model.pb" in first
+  assert os.listdir(tmp_path) == ["export"]
