@@ -106,7 +106,10 @@ def main(argv):
         mpnet_permute=FLAGS.mpnet_permute,
         seed=FLAGS.seed, **training_flags.optimizer_kwargs(),
         num_hosts=FLAGS.num_hosts or 1, verify_records=FLAGS.verify_records)
-    task = PretrainTask(config, model_config, run_config, FLAGS.init_checkpoint)
+    task = PretrainTask(config, model_config, run_config, FLAGS.init_checkpoint,
+                        export_hf_dir=FLAGS.export_hf_dir)   # written by the chief only
+    if not distribution.is_chief(strategy):
+      task.export_hf_dir = None
     distribution.num_hosts(strategy, FLAGS.num_core_per_host, FLAGS.num_hosts)
     fileio.makedirs(model_dir)
     trainer = trainer_lib.Trainer(task, strategy, model_dir, FLAGS.train_steps,

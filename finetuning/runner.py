@@ -1,13 +1,17 @@
 """The train-or-load step the fine-tuning scripts share."""
 
 from data_utils import fileio
-from modeling import checkpoint
+from modeling import checkpoint, hf_xlnet
+from training import distribution
 from training.trainer import Trainer
 
 
 def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
   """Fine-tunes (then reloads the best checkpoint, if one was kept) or builds the
   model from --init_checkpoint; returns the model to evaluate / predict with."""
+  export_dir = getattr(flag_values, "export_hf_dir", None)
+  if export_dir:   # a layout with no Hugging Face class fails here, before any training
+    hf_xlnet.architecture(task.build_model())
   if do_train:
     trainer = Trainer(task, strategy, model_dir, flag_values.train_steps,
                       flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
@@ -17,8 +21,21 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
     if fileio.exists(best + ".index"):
       checkpoint.load_native_checkpoint(trainer.model, best)
       log(f"using the best checkpoint {best}")
-    return trainer.model
-  with strategy.scope():
-    model = task.build_model().ensure_built()
-  task.initialize(model, log)
+    model = trainer.model
+  else:
+    with strategy.scope():
+      model = task.build_model().ensure_built()
+    task.initialize(model, log)
+  export_hf_if_asked(model, flag_values, log, labels=getattr(getattr(task, "spec", None),
+                                                             "labels", None),
+                     chief=distribution.is_chief(strategy))
   return model
+
+
+def export_hf_if_asked(model, flag_values, log=print, labels=None, chief=True):
+  """With --export_hf_dir, writes `model` there in the Hugging Face layout
+  (modeling/hf_xlnet.export_hf; only the chief host writes). Returns the directory or None."""
+  export_dir = getattr(flag_values, "export_hf_dir", None)
+  if not export_dir or not chief:
+    return None
+  return hf_xlnet.export_hf(model, export_dir, log, labels=labels)

@@ -135,13 +135,35 @@ def load_tf1_checkpoint(model, path, require_all=False):
   model.ensure_built()
   reader = _reader(path)
   shapes = reader.get_variable_to_shape_map()
+  report = assign_named(model, shapes, reader.get_tensor, path, require_all,
+                        reading=lambda: _read_errors(path))
+  report.unused = [n for n in report.unused if n != "global_step" and not _is_optimizer_slot(n)]
+  return report
+
+
+def assign_named(model, shapes, read, source, require_all=False, reading=None,
+                 label=lambda name: name):
+  """Assigns arrays named as the release to `model.tf1_variables()` (the model built).
+
+  Args:
+    shapes: {release name: shape} of what the source holds.
+    read: release name -> array.
+    source: the file (or directory) named in errors.
+    require_all: every variable must be there, heads included (else only the encoder's,
+      mask_emb excepted).
+    reading: a context manager factory around the reads (turns read errors into lines).
+    label: release name -> the name shown in errors (the source's own naming).
+  Returns a LoadReport; raises ValueError naming `source` when required variables are missing
+  or any is mis-shaped (nothing is assigned then).
+  """
   variables = model.tf1_variables()
   missing, misshaped, present = [], [], []
   for name, var in variables.items():
     if name not in shapes:
       missing.append(name)
     elif tuple(shapes[name]) != tuple(var.shape):
-      misshaped.append(f"{name} (checkpoint {list(shapes[name])}, model {list(var.shape)})")
+      misshaped.append(f"{label(name)} (checkpoint {list(shapes[name])}, "
+                       f"model {list(var.shape)})")
     else:
       present.append(name)
   required = [n for n in missing if require_all or (
@@ -149,19 +171,18 @@ def load_tf1_checkpoint(model, path, require_all=False):
       and n not in checkpoint_names.OPTIONAL_ENCODER_NAMES)]
   problems = []
   if required:
-    problems.append(f"missing {len(required)}: {', '.join(required[:6])}"
+    problems.append(f"missing {len(required)}: {', '.join(label(n) for n in required[:6])}"
                     + (", ..." if len(required) > 6 else ""))
   if misshaped:
     hint = " (untie_r or the config differs?)" if any("_bias" in m for m in misshaped) else ""
     problems.append(f"wrong shape: {'; '.join(misshaped[:6])}{hint}")
   if problems:
-    raise ValueError(f"{path}: checkpoint does not fit the model: " + " | ".join(problems))
-  with _read_errors(path):   # a bad file raises here (the model is then not used)
+    raise ValueError(f"{source}: checkpoint does not fit the model: " + " | ".join(problems))
+  with (reading() if reading else contextlib.nullcontext()):   # a bad file raises here
     for name in present:
       var = variables[name]
-      var.assign(np.asarray(reader.get_tensor(name)).astype(var.dtype))
-  unused = sorted(set(shapes) - set(variables) - {"global_step"})
-  unused = [n for n in unused if not _is_optimizer_slot(n)]
+      var.assign(np.asarray(read(name)).astype(var.dtype))
+  unused = sorted(set(shapes) - set(variables))
   return LoadReport(loaded=present, fresh=missing, unused=unused)
 
 
@@ -219,7 +240,12 @@ def load_native_checkpoint(model, path):
 
 
 def load_checkpoint(model, path, require_all=False):
-  """Loads either format, detected from the file; returns a one-line summary."""
+  """Loads a release TF1 checkpoint, a native TF2 one, or a Hugging Face XLNet directory
+  (modeling/hf_xlnet.py), detected from the files; returns a one-line summary."""
+  from modeling import hf_io   # local: hf_xlnet imports this module
+  if hf_io.is_model_dir(path):
+    from modeling import hf_xlnet
+    return hf_xlnet.load_hf(model, path, require_all).summary()
   if is_tf1_checkpoint(path):
     return load_tf1_checkpoint(model, path, require_all).summary()
   load_native_checkpoint(model, path)

@@ -11,8 +11,16 @@ import json
 
 from data_utils import fileio
 
-_ACTIVATIONS = ("gelu", "relu")
+_ACTIVATIONS = ("gelu", "gelu_erf", "relu")
 _ATTN_TYPES = ("bi", "uni")
+# Hugging Face XLNet's ff_activation -> ours (HF's "gelu" is the erf form, the release's the tanh
+# approximation, which HF calls "gelu_new"), and ours -> HF's for export.
+HF_ACTIVATIONS = {"gelu": "gelu_erf", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
+                  "relu": "relu"}
+TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_erf": "gelu", "relu": "relu"}
+# transformers' XLNetConfig defaults for the keys we read (used when config.json omits one).
+_HF_DEFAULTS = dict(vocab_size=32000, d_model=1024, n_layer=24, n_head=16, d_inner=4096,
+                    ff_activation="gelu", layer_norm_eps=1e-12)
 _INITS = ("normal", "uniform")
 
 
@@ -26,7 +34,8 @@ class XLNetConfig:
     n_head: attention heads H.
     d_head: size of one head d (need not be D / H).
     d_inner: feed-forward inner size I.
-    ff_activation: "gelu" (tanh approximation, as released) or "relu".
+    ff_activation: "gelu" (tanh approximation, as released), "gelu_erf" (the exact
+      erf form: Hugging Face's "gelu") or "relu".
     untie_r: per-layer relative biases ([n_layer, H, d]) instead of shared.
     n_token: vocabulary size V.
   """
@@ -59,8 +68,36 @@ class XLNetConfig:
     return cls(**d)
 
   @classmethod
+  def from_hf_dict(cls, d):
+    """From a Hugging Face XLNet `config.json` dict: vocab_size -> n_token, d_head =
+    d_model // n_head, ff_activation by HF_ACTIVATIONS, untie_r True (HF's XLNet always holds
+    per-layer relative biases, whatever its untie_r says)."""
+    if d.get("model_type", "xlnet") != "xlnet":
+      raise ValueError(f"a Hugging Face {d['model_type']!r} config, not XLNet")
+    d = {**_HF_DEFAULTS, **d}
+    if d["ff_activation"] not in HF_ACTIVATIONS:
+      raise ValueError(f"ff_activation {d['ff_activation']!r} is not supported "
+                       f"(one of {', '.join(HF_ACTIVATIONS)})")
+    if abs(float(d["layer_norm_eps"]) - 1e-12) > 1e-15:
+      raise ValueError(f"layer_norm_eps {d['layer_norm_eps']} is not supported (only 1e-12)")
+    n_head, d_model = d["n_head"], d["d_model"]
+    if not isinstance(n_head, int) or n_head <= 0 or d_model % n_head:
+      raise ValueError(f"d_model {d_model} is not a multiple of n_head {n_head}")
+    if d.get("d_head") not in (None, d_model // n_head):
+      raise ValueError(f"d_head {d['d_head']} is not d_model // n_head = {d_model // n_head}")
+    return cls(n_layer=d["n_layer"], d_model=d_model, n_head=n_head, d_head=d_model // n_head,
+               d_inner=d["d_inner"], ff_activation=HF_ACTIVATIONS[d["ff_activation"]],
+               untie_r=True, n_token=d["vocab_size"])
+
+  @staticmethod
+  def is_hf_dict(d):
+    """A Hugging Face config.json (model_type or vocab_size), not a release-style one."""
+    return isinstance(d, dict) and ("model_type" in d or "vocab_size" in d)
+
+  @classmethod
   def from_json(cls, path):
-    """Reads a released `xlnet_config.json` (or one written by `to_json`)."""
+    """Reads a released `xlnet_config.json` (or one written by `to_json`), or a Hugging Face
+    XLNet `config.json` (see from_hf_dict)."""
     try:
       data = json.loads(fileio.read_text(path))
     except FileNotFoundError:
@@ -68,8 +105,8 @@ class XLNetConfig:
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
     try:
-      return cls.from_dict(data)
-    except (TypeError, ValueError) as e:
+      return cls.from_hf_dict(data) if cls.is_hf_dict(data) else cls.from_dict(data)
+    except (TypeError, ValueError, KeyError) as e:
       raise ValueError(f"{path}: {e}") from None
 
   def to_dict(self):

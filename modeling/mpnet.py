@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
+from modeling import hf_io
 from modeling import ops
 from modeling.layers import dropout as dropout_lib
 
@@ -245,23 +246,9 @@ def hf_variable_map(encoder):
   return out
 
 
-def read_hf_weights(model_dir):
-  """Arrays of `model.safetensors` or `pytorch_model.bin` (both read without torch; only the
-  legacy pre-zip .bin format needs it)."""
-  st = fileio.join(model_dir, "model.safetensors")
-  if fileio.exists(st):
-    from safetensors.numpy import load
-    return load(fileio.read_bytes(st))
-  binary = fileio.join(model_dir, "pytorch_model.bin")
-  if fileio.exists(binary):
-    from modeling import torch_pickle
-    return torch_pickle.load_state_dict(binary)
-  raise FileNotFoundError(f"{model_dir}: no model.safetensors or pytorch_model.bin")
-
-
 def load_hf_weights(encoder, model_dir):
   """Loads HF MPNet weights (prefix `mpnet.` tolerated) into `encoder`; returns unused names."""
-  weights = read_hf_weights(model_dir)
+  weights = hf_io.read_weights(model_dir)
   weights = {k[len("mpnet."):] if k.startswith("mpnet.") else k: v for k, v in weights.items()}
   if not encoder.built:
     encoder(tf.zeros([1, 2], tf.int32))
@@ -286,13 +273,10 @@ def save_hf_weights(variable_map, config, model_dir, architecture="MPNetModel", 
   with names prefixed as the architecture expects; extra: more config.json keys
   (num_labels, ...). Hugging Face's MPNet classes and load_hf_weights read the result.
   """
-  from safetensors.numpy import save
   tensors = {}
   for name, (var, transpose) in variable_map.items():
     value = np.asarray(var.numpy(), np.float32)
-    tensors[name] = np.ascontiguousarray(value.T if transpose else value)
+    tensors[name] = value.T if transpose else value
   data = dict(config.to_dict(), model_type="mpnet", architectures=[architecture],
               bos_token_id=0, eos_token_id=2, **extra)
-  fileio.write_atomic(fileio.join(model_dir, "model.safetensors"), save(tensors))
-  fileio.write_atomic(fileio.join(model_dir, "config.json"), json.dumps(data, indent=2))
-  return model_dir
+  return hf_io.write_model_dir(model_dir, tensors, data)

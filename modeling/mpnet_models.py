@@ -144,11 +144,9 @@ def initialize(model, path, log=print):
   """Fine-tuning init: a Hugging Face MPNet directory (config.json + model.safetensors, e.g.
   run_pretrain.py --objective=mpnet's export) fills the encoder; anything else is read as a
   checkpoint of this project."""
-  from data_utils import fileio
-  from modeling import checkpoint
+  from modeling import checkpoint, hf_io
   model.ensure_built()
-  if fileio.isdir(path) and any(fileio.exists(fileio.join(path, f))
-                                 for f in ("model.safetensors", "pytorch_model.bin")):
+  if hf_io.is_model_dir(path):
     unused = mpnet.load_hf_weights(model.encoder, path)
     log(f"init from {path}: MPNet encoder loaded ({len(unused)} other weights not used)")
     return

@@ -18,7 +18,7 @@ import tensorflow as tf
 from data_utils import fileio
 from data_utils import pipeline
 from data_utils.tokenization import MASK_ID
-from modeling import checkpoint, losses, mpnet, mpnet_pretrain
+from modeling import checkpoint, hf_xlnet, losses, mpnet, mpnet_pretrain
 from modeling.models import XLNetPretrainModel
 from training.task import OptimizerConfig, Task
 
@@ -45,7 +45,7 @@ class PretrainConfig(OptimizerConfig):
 class PretrainTask(Task):
   """See training/trainer.py for the interface."""
 
-  def __init__(self, config, model_config, run_config, init_checkpoint=None):
+  def __init__(self, config, model_config, run_config, init_checkpoint=None, export_hf_dir=None):
     if config.objective not in OBJECTIVES:
       raise ValueError(f"--objective must be one of {OBJECTIVES}, got {config.objective!r}")
     self.mpnet = config.objective == "mpnet"
@@ -67,6 +67,9 @@ class PretrainTask(Task):
                               config.num_core_per_host, vocab_size=vocab,
                               verify=config.verify_records)
     self.vocab_size = vocab
+    self.export_hf_dir = export_hf_dir
+    if export_hf_dir:   # a config Hugging Face cannot hold fails now, not after training
+      hf_xlnet.architecture(self.build_model())
 
   # ---- model and optimizer -----------------------------------------------------------
   def build_model(self):
@@ -159,6 +162,8 @@ class PretrainTask(Task):
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def on_end(self, model, model_dir, log):
+    if self.export_hf_dir:   # XLNetLMHeadModel / MPNetForMaskedLM
+      hf_xlnet.export_hf(model, self.export_hf_dir, log)
     export = fileio.join(model_dir, "export")
     if self.mpnet:
       mpnet.save_hf_weights(model.hf_variable_map(), self.model_config, export,

@@ -6,9 +6,13 @@ import tensorflow as tf
 from modeling import ops
 from modeling.layers import dropout as dropout_lib
 
+# "gelu" is the release's tanh approximation; "gelu_erf" the exact (erf) form, which is what
+# Hugging Face's XLNet calls "gelu" (modeling/hf_xlnet.py maps the names).
+ACTIVATIONS = ("gelu", "gelu_erf", "relu")
+
 
 class PositionwiseFeedForward(keras.layers.Layer):
-  """LN(x + dropout(W2(dropout(act(W1 x + b1))) + b2)), epsilon 1e-12.
+  """LN(x + dropout(W2(dropout(act(W1 x + b1))) + b2)), epsilon 1e-12; act one of ACTIVATIONS.
 
   Sub-layer names follow the release: layer_1, layer_2, LayerNorm.
   Input and output: [B, T, D].
@@ -17,8 +21,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
   def __init__(self, d_inner, activation="gelu", dropout=0.0,
                kernel_initializer="glorot_uniform", **kwargs):
     super().__init__(**kwargs)
-    if activation not in ("gelu", "relu"):
-      raise ValueError(f"activation must be 'gelu' or 'relu', got {activation!r}")
+    if activation not in ACTIVATIONS:
+      raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     self.d_inner = d_inner
     self.activation = activation
     self.dropout = dropout
@@ -40,7 +44,12 @@ class PositionwiseFeedForward(keras.layers.Layer):
 
   def call(self, x, training=False):
     y = self.layer_1(x)
-    y = ops.gelu(y) if self.activation == "gelu" else tf.nn.relu(y)
+    if self.activation == "gelu":
+      y = ops.gelu(y)
+    elif self.activation == "gelu_erf":
+      y = tf.nn.gelu(y, approximate=False)
+    else:
+      y = tf.nn.relu(y)
     y = self.inner_dropout(y, training=training)
     y = self.layer_2(y)
     y = self.output_dropout(y, training=training)

@@ -1,0 +1,294 @@
+"""XLNet weights in and out of the Hugging Face layout (transformers' XLNet* classes).
+
+Hugging Face state-dict names are mapped to the release names each model's `tf1_variables()`
+returns (modeling/checkpoint_names.py), so loading goes through the same checks as a release
+checkpoint (`checkpoint.assign_named`). The correspondence (HF -> release, `transformer.`
+prefix on every class but XLNetModel):
+
+  word_embedding.weight [V, D]            model/transformer/word_embedding/lookup_table
+  mask_emb [1, 1, D]                      model/transformer/mask_emb/mask_emb
+  layer.{l}.rel_attn.{q,k,v,o,r} [D,H,d]  .../layer_{l}/rel_attn/{q,k,v,o,r}/kernel
+  layer.{l}.rel_attn.r_{w,r,s}_bias [H,d] .../r_{w,r,s}_bias[l] (HF is always per layer)
+  layer.{l}.rel_attn.seg_embed [2, H, d]  .../seg_embed[l]
+  layer.{l}.rel_attn.layer_norm, ff.layer_norm      .../rel_attn/LayerNorm, ff/LayerNorm
+  layer.{l}.ff.layer_{1,2} (weight [out, in])       .../ff/layer_{1,2} (kernel [in, out])
+  lm_loss.bias (weight tied)              model/lm_loss/bias                 XLNetLMHeadModel
+  sequence_summary.summary + logits_proj  sequnece_summary/summary + classification_/
+                                          regression_{task}/logit  (ForSequenceClassification)
+                                          or logits/dense (RACE; ForMultipleChoice)
+  start_logits.dense, end_logits.{dense_0, LayerNorm, dense_1}, answer_class.{dense_0,
+  dense_1}                                the SQuAD head's scopes (ForQuestionAnswering)
+
+Activations: HF's "gelu" is the erf form (ours "gelu_erf"), "gelu_new" the tanh form the
+release calls "gelu" (modeling/config.py HF_ACTIVATIONS). MPNet models export through
+modeling/mpnet.py's Hugging Face names.
+"""
+
+import numpy as np
+
+from data_utils import fileio
+from modeling import checkpoint, checkpoint_names, hf_io, mpnet, mpnet_models, mpnet_pretrain
+from modeling import models
+from modeling.config import HF_ACTIVATIONS, TO_HF_ACTIVATIONS
+
+T = checkpoint_names.ENCODER_SCOPE
+PREFIX = "transformer."
+_LAYERED = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
+_SUMMARY = "model/sequnece_summary/summary"
+_EXPORTABLE_SUMMARIES = ("last", "first", "mean")
+
+
+# ---- names ---------------------------------------------------------------------------------
+def _dense(hf, release, bias=True):
+  rows = [(f"{hf}.weight", f"{release}/kernel", None, True)]
+  return rows + ([(f"{hf}.bias", f"{release}/bias", None, False)] if bias else [])
+
+
+def _layer_norm(hf, release):
+  return [(f"{hf}.weight", f"{release}/gamma", None, False),
+          (f"{hf}.bias", f"{release}/beta", None, False)]
+
+
+def encoder_rows(n_layer):
+  """[(HF name without `transformer.`, release name, layer index or None, transpose?)];
+  a layer index means the HF array is row `layer` of the release variable."""
+  rows = [("word_embedding.weight", f"{T}/word_embedding/lookup_table", None, False),
+          ("mask_emb", f"{T}/mask_emb/mask_emb", None, False)]
+  for i in range(n_layer):
+    h, p = f"layer.{i}", f"{T}/layer_{i}"
+    rows += [(f"{h}.rel_attn.{n}", f"{p}/rel_attn/{n}/kernel", None, False) for n in "qkvor"]
+    rows += [(f"{h}.rel_attn.{n}", f"{T}/{n}", i, False) for n in _LAYERED]
+    rows += _layer_norm(f"{h}.rel_attn.layer_norm", f"{p}/rel_attn/LayerNorm")
+    rows += _layer_norm(f"{h}.ff.layer_norm", f"{p}/ff/LayerNorm")
+    rows += _dense(f"{h}.ff.layer_1", f"{p}/ff/layer_1") + _dense(f"{h}.ff.layer_2",
+                                                                   f"{p}/ff/layer_2")
+  return rows
+
+
+def _logit_scope(model):
+  """The classifier's `model/{classification|regression}_{task}/logit` scope."""
+  return next(n for n in model.tf1_variables()
+              if n.endswith("/logit/kernel") and n.startswith("model/")).rsplit("/", 1)[0]
+
+
+def head_rows(model, source_architecture=None):
+  """Rows (as encoder_rows, HF names at the top level) of `model`'s head that has a Hugging
+  Face equivalent. `source_architecture` (config.json's) keeps a classifier's logits_proj out
+  of a multiple-choice model and the other way round."""
+  variables = model.tf1_variables()
+  summary = _dense("sequence_summary.summary", _SUMMARY) if f"{_SUMMARY}/kernel" in variables \
+      else []
+  if isinstance(model, models.XLNetPretrainModel):
+    return [("lm_loss.bias", "model/lm_loss/bias", None, False)]
+  if isinstance(model, models.XLNetClassifier):
+    proj = [] if source_architecture == "XLNetForMultipleChoice" else \
+        _dense("logits_proj", _logit_scope(model))
+    return summary + proj
+  if isinstance(model, models.XLNetRaceModel):
+    proj = [] if source_architecture == "XLNetForSequenceClassification" else \
+        _dense("logits_proj", "logits/dense")
+    return summary + proj
+  if isinstance(model, models.XLNetSquadModel):
+    return (_dense("start_logits.dense", "start_logits/dense")
+            + _dense("end_logits.dense_0", "end_logits/dense_0")
+            + _layer_norm("end_logits.LayerNorm", "end_logits/LayerNorm")
+            + _dense("end_logits.dense_1", "end_logits/dense_1")
+            + _dense("answer_class.dense_0", "answer_class/dense_0")
+            + _dense("answer_class.dense_1", "answer_class/dense_1", bias=False))
+  raise ValueError(f"{type(model).__name__} is not an XLNet model of this project")
+
+
+def architecture(model):
+  """The transformers class an export of `model` loads into; ValueError (one line) when its
+  layout has none. Needs no weights (a check before training)."""
+  if isinstance(model, (models.XLNetClassifier, models.XLNetRaceModel)):
+    if model.summary_type not in _EXPORTABLE_SUMMARIES:
+      raise ValueError(f"--export_hf_dir: summary_type {model.summary_type!r} has no Hugging "
+                       f"Face equivalent (one of {', '.join(_EXPORTABLE_SUMMARIES)})")
+  if isinstance(model, models._XLNetModel):
+    c = model.config
+    if c.d_head * c.n_head != c.d_model:
+      raise ValueError(f"--export_hf_dir: Hugging Face's XLNet needs d_head = d_model / n_head "
+                       f"(here {c.d_head} x {c.n_head} != {c.d_model})")
+  for cls, name in ((models.XLNetPretrainModel, "XLNetLMHeadModel"),
+                    (models.XLNetClassifier, "XLNetForSequenceClassification"),
+                    (models.XLNetRaceModel, "XLNetForMultipleChoice"),
+                    (models.XLNetSquadModel, "XLNetForQuestionAnswering"),
+                    (mpnet_pretrain.MPNetPretrainModel, "MPNetForMaskedLM"),
+                    (mpnet_models.MPNetClassifier, "MPNetForSequenceClassification"),
+                    (mpnet_models.MPNetRaceModel, "MPNetForMultipleChoice")):
+    if isinstance(model, cls):
+      return name
+  if isinstance(model, mpnet_models.MPNetSquadModel):
+    raise ValueError("--export_hf_dir: the SQuAD head on MPNet (XLNet's beam head) has no "
+                     "Hugging Face class")
+  raise ValueError(f"--export_hf_dir: no Hugging Face layout for {type(model).__name__}")
+
+
+# ---- loading -------------------------------------------------------------------------------
+class HFLoadReport(checkpoint.LoadReport):
+  """LoadReport with HF names for what was not used, and notes (config differences)."""
+
+  def __init__(self, report, notes):
+    super().__init__(report.loaded, report.fresh, report.unused)
+    self.notes = notes
+
+  def summary(self):
+    return super().summary() + "".join(f"; {note}" for note in self.notes)
+
+
+def _strip_prefix(weights, path):
+  if f"{PREFIX}word_embedding.weight" in weights:
+    return {k[len(PREFIX):] if k.startswith(PREFIX) else k: v for k, v in weights.items()}
+  if "word_embedding.weight" in weights:
+    return dict(weights)
+  raise ValueError(f"{path}: not a Hugging Face XLNet layout (no word_embedding.weight or "
+                   f"transformer.word_embedding.weight)")
+
+
+def _to_release(weights, rows, untie_r, path):
+  """{release name: array} from HF `weights` (prefix stripped); returns it and the HF names
+  used. A layered variable is present only when every layer is."""
+  arrays, used, layered = {}, set(), {}
+  for hf, release, layer, transpose in rows:
+    if hf not in weights:
+      continue
+    value = np.asarray(weights[hf], np.float32)
+    if layer is None:
+      arrays[release] = value.T if transpose else value
+      used.add(hf)
+    else:
+      layered.setdefault(release, {})[layer] = (hf, value)
+  n_layer = sum(1 for r in rows if r[1] == f"{T}/seg_embed")
+  for release, per_layer in layered.items():
+    if len(per_layer) != n_layer:
+      continue
+    used.update(hf for hf, _ in per_layer.values())
+    stacked = np.stack([per_layer[i][1] for i in range(n_layer)])
+    if not untie_r and not release.endswith("seg_embed"):
+      if not all(np.array_equal(stacked[0], s) for s in stacked[1:]):
+        raise ValueError(f"{path}: the layers' {release.rsplit('/', 1)[1]} differ, but the "
+                         "model's config has untie_r false (use untie_r true)")
+      stacked = stacked[0]
+    arrays[release] = stacked
+  return arrays, used
+
+
+def _notes(model, config):
+  notes = []
+  act = config.get("ff_activation")
+  if act is not None and HF_ACTIVATIONS.get(act) != model.config.ff_activation:
+    notes.append(f"config.json's ff_activation {act!r} (ours {HF_ACTIVATIONS.get(act)!r}) "
+                 f"differs from the model's {model.config.ff_activation!r}: outputs will "
+                 "differ from Hugging Face's (pass its config.json as --model_config_path)")
+  summary = getattr(model, "summary_type", None)
+  if summary and config.get("summary_type", summary) != summary:
+    notes.append(f"config.json's summary_type {config['summary_type']!r} differs from the "
+                 f"model's {summary!r}")
+  return notes
+
+
+def load_hf(model, path, require_all=False):
+  """Loads a Hugging Face XLNet directory (config.json + model.safetensors or
+  pytorch_model.bin; XLNetModel, XLNetLMHeadModel or an XLNetFor* head) into `model`.
+
+  The encoder must be complete; heads without a counterpart in the file are left initialised
+  and listed (unless `require_all`). Mis-shaped weights, a different layer count and files
+  that are not an XLNet layout are one-line ValueErrors naming the file. Returns an
+  HFLoadReport (`unused` holds HF names).
+  """
+  config = hf_io.read_config(path)
+  if config.get("model_type", "xlnet") != "xlnet":
+    raise ValueError(f"{fileio.join(path, 'config.json')}: a Hugging Face "
+                     f"{config['model_type']!r} model, not XLNet")
+  source = hf_io.weights_file(path)
+  weights = _strip_prefix(hf_io.read_weights(path), source)
+  model.ensure_built()
+  n_layer = model.config.n_layer
+  if f"layer.{n_layer}.ff.layer_1.weight" in weights:
+    extra = sum(1 for k in weights if k.endswith(".ff.layer_1.weight"))
+    raise ValueError(f"{source}: has {extra} layers, the model {n_layer}")
+  architectures = config.get("architectures") or [None]
+  rows = encoder_rows(n_layer) + head_rows(model, architectures[0])
+  arrays, used = _to_release(weights, rows, model.config.untie_r, source)
+  labels = {}
+  for hf, release, layer, _ in rows:
+    if layer is None:
+      labels[release] = hf
+    else:
+      labels.setdefault(release, hf.replace(f"layer.{layer}.", "layer.*."))
+  report = checkpoint.assign_named(model, {k: v.shape for k, v in arrays.items()},
+                                   arrays.__getitem__, source, require_all,
+                                   label=lambda n: labels.get(n, n))
+  tied = weights.get("lm_loss.weight")
+  if tied is not None and np.array_equal(tied, weights["word_embedding.weight"]):
+    used.add("lm_loss.weight")
+  report.unused = sorted(set(weights) - used)
+  report.fresh = [labels.get(n, n) for n in report.fresh]
+  return HFLoadReport(report, _notes(model, config))
+
+
+# ---- export --------------------------------------------------------------------------------
+def hf_config(model, arch, labels=None):
+  """config.json keys of transformers' XLNetConfig for `model` (architecture `arch`)."""
+  c, r = model.config, model.run_config
+  data = dict(model_type="xlnet", architectures=[arch], vocab_size=c.n_token, d_model=c.d_model,
+              n_layer=c.n_layer, n_head=c.n_head, d_inner=c.d_inner,
+              ff_activation=TO_HF_ACTIVATIONS[c.ff_activation], attn_type=r.attn_type,
+              initializer_range=r.init_std, layer_norm_eps=1e-12, dropout=r.dropout,
+              mem_len=r.mem_len or None, reuse_len=r.reuse_len or None, bi_data=False,
+              clamp_len=r.clamp_len, same_length=r.same_length, pad_token_id=5,
+              bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
+  if isinstance(model, (models.XLNetClassifier, models.XLNetRaceModel)):
+    data.update(summary_type=model.summary_type, summary_use_proj=model.use_proj,
+                summary_activation="tanh", summary_last_dropout=r.dropout)
+  if isinstance(model, models.XLNetClassifier):
+    n = 1 if model.regression else model.n_class
+    names = list(labels) if labels and len(labels) == n and not model.regression else \
+        [f"LABEL_{i}" for i in range(n)]
+    data.update(num_labels=n, id2label={str(i): str(v) for i, v in enumerate(names)},
+                label2id={str(v): i for i, v in enumerate(names)},
+                problem_type="regression" if model.regression else "single_label_classification")
+  if isinstance(model, models.XLNetSquadModel):
+    data.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
+  return data
+
+
+def _mpnet_extra(model, labels):
+  if not isinstance(model, mpnet_models.MPNetClassifier):
+    return {}
+  n = 1 if model.regression else model.n_class
+  names = list(labels) if labels and len(labels) == n and not model.regression else \
+      [f"LABEL_{i}" for i in range(n)]
+  return dict(num_labels=n, id2label={str(i): str(v) for i, v in enumerate(names)},
+              label2id={str(v): i for i, v in enumerate(names)},
+              problem_type="regression" if model.regression else "single_label_classification")
+
+
+def export_hf(model, path, log=print, labels=None):
+  """Writes `model` to directory `path` in the Hugging Face layout: config.json +
+  model.safetensors (atomically), loadable by transformers' `architecture(model)` class with
+  no missing and no unexpected keys. `labels`: class names of a classifier (id2label).
+  Returns `path`."""
+  arch = architecture(model)
+  model.ensure_built()
+  if arch.startswith("MPNet"):
+    mpnet.save_hf_weights(model.hf_variable_map(), model.config, path, arch,
+                          **_mpnet_extra(model, labels))
+    log(f"exported {arch} (Hugging Face layout) to {path}")
+    return path
+  variables = model.tf1_variables()
+  values = {name: np.asarray(var.numpy(), np.float32) for name, var in variables.items()}
+  tensors, exported = {}, set()
+  for rows, prefix in ((encoder_rows(model.config.n_layer), PREFIX), (head_rows(model), "")):
+    for hf, release, layer, transpose in rows:
+      value = values[release]
+      if layer is not None and (model.config.untie_r or release.endswith("seg_embed")):
+        value = value[layer]      # this layer's row (shared biases are copied to every layer)
+      tensors[prefix + hf] = value.T if transpose else value
+      exported.add(release)
+  hf_io.write_model_dir(path, tensors, hf_config(model, arch, labels))
+  left = sorted(set(variables) - exported)
+  log(f"exported {arch} (Hugging Face layout) to {path}"
+      + (f"; not exported (no Hugging Face equivalent): {', '.join(left)}" if left else ""))
+  return path
