@@ -242,6 +242,105 @@ def test_errors_are_one_line_naming_the_file(tmp_path):
   assert XLNetConfig.from_json(str(release)).ff_activation == "gelu"
 
 
+def _run_script(relative, **flag_values):
+  """An entry script's main() in this process with these flags (defined afresh, removed
+  afterwards); a SystemExit with a message fails the test with it."""
+  import importlib.util
+  import os
+  from absl import flags
+  values, before = flags.FLAGS, set(flags.FLAGS)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  try:
+    spec = importlib.util.spec_from_file_location(f"script_{relative[:-3]}",
+                                                  os.path.join(root, relative))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    argv = [relative] + [f"--{k}={v}" if not isinstance(v, bool) else
+                         (f"--{k}" if v else f"--no{k}") for k, v in flag_values.items()]
+    values.unparse_flags()
+    values(argv)
+    try:
+      module.main(argv[:1])
+    except SystemExit as e:
+      if e.code not in (None, 0):
+        pytest.fail(f"{relative} exited: {e.code}")
+  finally:
+    for name in set(values) - before:
+      delattr(values, name)
+    values.unparse_flags()
+
+
+def test_run_classifier_from_hf_dir_exports_hf(tmp_path, capsys):
+  """run_classifier.py --model_config_path=<HF config.json> --init_checkpoint=<HF dir>
+  --export_hf_dir: evaluates the HF weights, exports them unchanged (no training), then
+  trains 2 steps and exports the trained model, which transformers loads whole."""
+  from data_utils import tokenization
+  from safetensors.numpy import load_file
+  data = tmp_path / "sst2"
+  data.mkdir()
+  rng = np.random.default_rng(0)
+  words = "good bad film story music long short fine awful great".split()
+  line = lambda: " ".join(rng.choice(words, 6))
+  for split in ("train", "dev"):
+    (data / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(
+        f"{line()}\t{i % 2}\n" for i in range(8)))
+  (data / "text.txt").write_text("\n".join(line() for _ in range(200)))
+  sp = tokenization.train_sentencepiece([str(data / "text.txt")], str(data / "sp"), 40,
+                                        lower=True)
+  config = transformers.XLNetConfig(**{**HF_SIZE, "vocab_size": 40}, num_labels=2, dropout=0.0)
+  hf = transformers.XLNetForSequenceClassification(config)
+  hf.save_pretrained(str(tmp_path / "hf"))
+  common = dict(task_name="sst-2", data_dir=str(data), sp_model=sp, uncased=True,
+                model_config_path=str(tmp_path / "hf" / "config.json"),
+                init_checkpoint=str(tmp_path / "hf"), max_seq_length=16, train_batch_size=4,
+                eval_batch_size=4, dropout=0.0, dropatt=0.0, xla="off")
+  _run_script("run_classifier.py", model_dir=str(tmp_path / "eval"), do_eval=True,
+              export_hf_dir=str(tmp_path / "out"), **common)
+  assert '"accuracy"' in capsys.readouterr().out
+  want, got = load_file(str(tmp_path / "hf" / "model.safetensors")), \
+      load_file(str(tmp_path / "out" / "model.safetensors"))
+  assert set(got) == set(want)
+  for name in want:
+    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+  assert json.loads((tmp_path / "out" / "config.json").read_text())["id2label"] == \
+      {"0": "0", "1": "1"}
+  _run_script("run_classifier.py", model_dir=str(tmp_path / "train"), do_train=True,
+              train_steps=2, steps_per_loop=1, save_every=2, learning_rate=1e-2,
+              export_hf_dir=str(tmp_path / "trained"), **common)
+  back, info = transformers.XLNetForSequenceClassification.from_pretrained(
+      str(tmp_path / "trained"), output_loading_info=True)
+  assert not info["missing_keys"] and not info["unexpected_keys"], info
+  trained = load_file(str(tmp_path / "trained" / "model.safetensors"))
+  assert not np.array_equal(trained["logits_proj.weight"], want["logits_proj.weight"])
+
+
+def test_pretrain_on_end_and_mpnet_export(tmp_path):
+  """PretrainTask.on_end writes --export_hf_dir (XLNetLMHeadModel) beside its release-named
+  export; MPNet models export through modeling/mpnet.py's names."""
+  from modeling import mpnet, mpnet_models
+  from training.pretrain_task import PretrainTask
+  config = XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=24, n_token=61)
+  task = object.__new__(PretrainTask)   # on_end only: no records needed
+  task.mpnet, task.model_config, task.export_hf_dir = False, config, str(tmp_path / "hf")
+  task.on_end(XLNetPretrainModel(config, RUN).ensure_built(), str(tmp_path / "run"),
+              lambda _: None)
+  _, info = transformers.XLNetLMHeadModel.from_pretrained(str(tmp_path / "hf"),
+                                                         output_loading_info=True)
+  assert not info["missing_keys"] and not info["unexpected_keys"], info
+  assert (tmp_path / "run" / "export" / "xlnet_config.json").exists()
+  mp = mpnet.MPNetConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                         num_attention_heads=2, intermediate_size=24, max_position_embeddings=20)
+  for model, cls in ((mpnet_models.MPNetClassifier(mp, n_class=3),
+                      "MPNetForSequenceClassification"),
+                     (mpnet_models.MPNetRaceModel(mp), "MPNetForMultipleChoice")):
+    out = str(tmp_path / cls)
+    hf_xlnet.export_hf(model, out, log=lambda _: None)
+    _, info = getattr(transformers, cls).from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], (cls, info)
+  with pytest.raises(ValueError, match="SQuAD head on MPNet"):
+    hf_xlnet.export_hf(mpnet_models.MPNetSquadModel(mp), str(tmp_path / "x"))
+
+
 def test_zz_report_max_differences(capsys):
   with capsys.disabled():
     for key, err in sorted(MAX_DIFF.items()):
