@@ -328,6 +328,13 @@ def test_pretrain_on_end_and_mpnet_export(tmp_path):
                                                          output_loading_info=True)
   assert not info["missing_keys"] and not info["unexpected_keys"], info
   assert (tmp_path / "run" / "export" / "xlnet_config.json").exists()
+  # Through tf.io.gfile URLs too (ram:// here, as gs://): export, then load back.
+  ours = XLNetPretrainModel(config, RUN).ensure_built()
+  hf_xlnet.export_hf(ours, "ram://hf-xlnet-export/lm", log=lambda _: None)
+  again = XLNetPretrainModel(config, RUN).ensure_built()
+  assert "0 initialised fresh" in checkpoint.load_checkpoint(again, "ram://hf-xlnet-export/lm")
+  for a, b in zip(ours.weights, again.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
   mp = mpnet.MPNetConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
                          num_attention_heads=2, intermediate_size=24, max_position_embeddings=20)
   for model, cls in ((mpnet_models.MPNetClassifier(mp, n_class=3),
