@@ -163,8 +163,8 @@ def _candidates(outputs, windows, start_n_top, end_n_top, max_answer_length):
   """Valid beam entries, flattened in extract_answers' order (window, start, end).
 
   Returns:
-    (mask bool [W * S * E], example int32 [C], first and last piece of each candidate
-    int32 [C] (paragraph piece indices of its question), score float32 [C]).
+    (example int32 [C], first and last piece of each candidate int32 [C] (paragraph piece
+    indices of its question), score float32 [C]).
   """
   info = {k: tf.cast(windows[k], tf.int32)[:, None, None] for k in WINDOW_INFOS}
   shape = [-1, start_n_top, end_n_top]
@@ -177,7 +177,7 @@ def _candidates(outputs, windows, start_n_top, end_n_top, max_answer_length):
            + tf.reshape(tf.cast(outputs["end_top_log_probs"], tf.float32), shape))
   mask = tf.reshape(valid, [-1])
   pick = lambda x: tf.boolean_mask(tf.reshape(x + tf.zeros_like(e), [-1]), mask)
-  return (mask, pick(info["example_index"]), pick(info["span_start"] + s),
+  return (pick(info["example_index"]), pick(info["span_start"] + s),
           pick(info["span_start"] + e), tf.boolean_mask(tf.reshape(score, [-1]), mask))
 
 
@@ -236,8 +236,8 @@ def extract_best(outputs, windows, doc_starts, doc_ends, contexts, start_n_top, 
     (sigmoid of the smallest cls_logits of the question's windows = sigmoid(null_odds)).
   """
   num_examples = tf.shape(contexts)[0]
-  _, example, first, last, score = _candidates(outputs, windows, start_n_top, end_n_top,
-                                               max_answer_length)
+  example, first, last, score = _candidates(outputs, windows, start_n_top, end_n_top,
+                                            max_answer_length)
   flat = lambda r: tf.cast(r.flat_values, tf.int32)
   piece0 = tf.gather(tf.cast(doc_starts.row_starts(), tf.int32), example)
   begin = tf.gather(flat(doc_starts), piece0 + first)
