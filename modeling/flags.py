@@ -8,7 +8,8 @@ from modeling.config import RunConfig, XLNetConfig
 def define_model_flags():
   """Flags every script that builds an XLNet accepts."""
   flags.DEFINE_string("model_config_path", None,
-                      "xlnet_config.json of the model (released or written by this project).")
+                      "xlnet_config.json of the model (released or written by this project), or "
+                      "a Hugging Face XLNet config.json.")
   flags.DEFINE_string("init_checkpoint", None,
                       "Checkpoint to start from: a released TF1 checkpoint prefix, a directory "
                       "holding one, a native TF2 checkpoint written by this project, or a "

@@ -184,6 +184,8 @@ def test_our_random_model_exports_with_our_numbers(tmp_path, kind):
       str(tmp_path), output_loading_info=True)
   assert not info["missing_keys"] and not info["unexpected_keys"], info
   assert hf.config.ff_activation == "gelu"   # HF's erf form
+  assert XLNetConfig.from_json(str(tmp_path / "config.json")) == XLNetConfig(
+      **{**config.to_dict(), "untie_r": True})   # HF's XLNet is always per layer
   if kind == "cls":
     assert hf.config.id2label == {0: "a", 1: "b", 2: "c"}
   rows = CASES[kind][3](11)
