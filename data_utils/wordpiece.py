@@ -57,6 +57,8 @@ _PUNCT_CJK_REGEX = "|".join([
     r"[\x{2A700}-\x{2B73F}]", r"[\x{2B740}-\x{2B81F}]", r"[\x{2B820}-\x{2CEAF}]",
     r"[\x{F900}-\x{FAFF}]", r"[\x{2F800}-\x{2FA1F}]"])
 _DELIM_REGEX = r"\s+|" + _PUNCT_CJK_REGEX
+# Python's str.isspace characters (= the Unicode `\s` of Python's re; all below U+3001).
+_PY_SPACES = [c for c in range(0x3001) if chr(c).isspace()]
 
 
 class _HFBasicTokenizer(tf_text.Tokenizer):
@@ -292,6 +294,45 @@ class WordPieceTokenizer(tf.Module):
       raise ValueError(f"tokenize: want texts of shape [N], got {texts.shape}")
     pieces = self._bert.tokenize(texts)           # [N, (words), (pieces)]
     return tf.cast(pieces.merge_dims(1, 2), tf.int32)
+
+  def tokenize_words_with_offsets(self, texts):
+    """Texts -> (ids, starts, ends), exactly `squad_features.words_with_offsets`; in-graph.
+
+    BERT's SQuAD recipe: each run of non-whitespace characters (Python's Unicode `\\S+`, i.e.
+    not `str.isspace`; RE2's `\\s` would be ASCII only) is tokenized alone, and each of its
+    pieces spans the whole word. Offsets are characters (code points) of the original text;
+    bytes that are not valid UTF-8 count as the U+FFFD that replaces them.
+
+    Args:
+      texts: tf.string [N].
+
+    Returns:
+      (ids, starts, ends): int32 RaggedTensors [N, (pieces)].
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if texts.shape.rank != 1:
+      raise ValueError(f"tokenize_words_with_offsets: want texts of shape [N], got {texts.shape}")
+    chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
+    cps, row = chars.flat_values, tf.cast(chars.value_rowids(), tf.int32)
+    index = tf.range(tf.size(cps))
+    local = index - tf.gather(tf.cast(chars.row_splits, tf.int32), row)
+    word_char = ~tf.reduce_any(cps[:, None] == tf.constant(_PY_SPACES)[None, :], axis=1)
+    prev = tf.maximum(index - 1, 0)
+    first = word_char & ((local == 0) | ~tf.gather(word_char, prev))
+    word_of = tf.boolean_mask(tf.cumsum(tf.cast(first, tf.int32)) - 1, word_char)
+    n_words = tf.reduce_sum(tf.cast(first, tf.int32))
+    words = tf.strings.unicode_encode(tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(cps, word_char), word_of, nrows=n_words), "UTF-8")      # [W]
+    word_local = tf.boolean_mask(local, word_char)
+    word_start = tf.math.unsorted_segment_min(word_local, word_of, n_words)
+    word_end = tf.math.unsorted_segment_max(word_local, word_of, n_words) + 1
+    word_row = tf.boolean_mask(row, first)
+    pieces = self.tokenize(words)                                            # [W, (pieces)]
+    piece_word = tf.cast(pieces.value_rowids(), tf.int32)
+    splits = tf.concat([[0], tf.cumsum(tf.math.unsorted_segment_sum(
+        tf.cast(pieces.row_lengths(), tf.int64), word_row, tf.shape(texts)[0]))], 0)
+    return tuple(tf.RaggedTensor.from_row_splits(x, splits, validate=False) for x in (
+        pieces.flat_values, tf.gather(word_start, piece_word), tf.gather(word_end, piece_word)))
 
   def encode_lines(self, lines):
     """Many python strings -> lists of ids, in batches of eager calls (None -> []).
