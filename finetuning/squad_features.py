@@ -19,6 +19,7 @@ import re
 import unicodedata
 
 import numpy as np
+from sentencepiece import sentencepiece_pb2
 
 from data_utils.tokenization import CLS_ID, SEP_ID, SPIECE_UNDERLINE, preprocess_text
 from finetuning import squad_metrics
@@ -183,7 +184,10 @@ def normalize_with_offsets(text, lower=False, keep_accents=False):
 def tokenize_with_offsets(tokenizer, text):
   """(ids, starts, ends): each piece's span [start, end) in the ORIGINAL text."""
   normalized, origin = normalize_with_offsets(text, tokenizer.lower, tokenizer.keep_accents)
-  proto = tokenizer.sp.encode(normalized, return_type="proto")
+  # the serialized proto: begin/end in bytes of `normalized` (the immutable proto of
+  # sentencepiece 0.2.1 reports characters, its `encode(return_type="proto")` is 0.2.3's only)
+  proto = sentencepiece_pb2.SentencePieceText.FromString(
+      tokenizer.sp.EncodeAsSerializedProto(normalized))
   byte_to_char = np.zeros(len(normalized.encode("utf-8")) + 1, np.int64)
   pos = 0
   for k, ch in enumerate(normalized):

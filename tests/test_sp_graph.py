@@ -1,6 +1,10 @@
 """In-graph SentencePiece (data_utils/sp_graph.py) and WordPiece word offsets equal the Python
-path: ids = Tokenizer.encode_lines, offsets = squad_features.tokenize_with_offsets /
-words_with_offsets; a saved module loads in a process that imports only TensorFlow."""
+path exactly: ids = Tokenizer.encode_lines, offsets = squad_features.tokenize_with_offsets /
+words_with_offsets; a saved module loads in a process that imports only TensorFlow.
+
+Exact equality needs the same SentencePiece build on both sides: requirements.txt pins the
+Python package to one that breaks ties as tensorflow-text does (0.2.1); 0.2.3 breaks exact Viterbi score
+ties differently (`000` as `0 00` or `00 0`), on about 2% of digit-heavy lines."""
 
 import json
 import os
@@ -88,79 +92,6 @@ def _rows(ragged):
   return [row.tolist() for row in np.split(values, splits[1:-1])]
 
 
-class _TfTextSp:
-  """Python sentencepiece's interface over tensorflow_text's SentencePiece (ids, offsets)."""
-
-  def __init__(self, tok):
-    import tensorflow_text as tf_text  # noqa: PLC0415
-    with open(tok.model_path, "rb") as f:
-      self._sp = tf_text.SentencepieceTokenizer(model=f.read())
-    self._tok, self._cache = tok, {}
-
-  def Encode(self, texts):  # noqa: N802 (sentencepiece's name)
-    return self._sp.tokenize(tf.constant(texts, tf.string)).to_list() if texts else []
-
-  def prefetch(self, texts):
-    """Encodes TEXTS (normalised) in one call for the `encode` calls that follow."""
-    if texts:
-      ids, begin, end = self._sp.tokenize_with_offsets(tf.constant(texts, tf.string))
-      for text, *row in zip(texts, ids.to_list(), begin.to_list(), end.to_list()):
-        self._cache[text] = row
-
-  def encode(self, text, return_type="proto"):
-    del return_type
-    if text not in self._cache:
-      self.prefetch([text])
-    pieces = [type("Piece", (), {"id": i, "begin": b, "end": e, "piece": self._tok.id_to_piece(i)})
-              for i, b, e in zip(*self._cache[text])]
-    return type("Proto", (), {"pieces": pieces})
-
-  def PieceToId(self, piece):  # noqa: N802
-    return self._tok.sp.PieceToId(piece)
-
-
-_SHIMS = {}
-
-
-def _with_tf_text_sp(tok):
-  if id(tok) not in _SHIMS:
-    _SHIMS[id(tok)] = tok, _WithTfTextSp(tok)
-  return _SHIMS[id(tok)][1]
-
-
-class _WithTfTextSp:
-  """The Python Tokenizer's normalisation and digit-comma rule around tensorflow_text's
-  SentencePiece: what the graph must give exactly (see `_check_ties`)."""
-
-  def __init__(self, tok):
-    self.tok, self.sp = tok, _TfTextSp(tok)
-    self.lower, self.keep_accents = tok.lower, tok.keep_accents
-    self.split_digit_comma = tok.split_digit_comma
-
-  def encode_lines(self, lines):
-    texts = [squad_features.normalize_with_offsets(t, self.lower, self.keep_accents)[0]
-             for t in lines]
-    ids = self.sp.Encode(texts)
-    return [sum(([self.tok.sp.PieceToId(p) for p in self.tok.split_digit_comma(
-        self.tok.id_to_piece(i))] if self.tok._needs_split[i] else [i] for i in row), [])  # noqa: SLF001
-            for row in ids]
-
-
-def _check_ties(tok, lines, got, want):
-  """Lines where the graph's ids differ from Tokenizer.encode_lines: the two SentencePiece builds
-  break an exact score tie of the Viterbi differently (same normalised text, same pieces' text,
-  same total score). Returns how many lines."""
-  bad = [k for k in range(len(lines)) if got[k] != want[k]]
-  for k in bad:
-    norm = squad_features.normalize_with_offsets(lines[k], tok.lower, tok.keep_accents)[0]
-    ours, theirs = _with_tf_text_sp(tok).sp.Encode([norm])[0], tok.sp.Encode(norm)
-    assert ours != theirs, (lines[k], got[k], want[k])
-    assert sum(map(tok.sp.GetScore, ours)) == pytest.approx(sum(map(tok.sp.GetScore, theirs)),
-                                                            abs=1e-3), lines[k]
-    assert "".join(map(tok.id_to_piece, ours)) == "".join(map(tok.id_to_piece, theirs))
-  return len(bad)
-
-
 def test_ids_equal_encode_lines(pairs, corpus_lines):
   rng = random.Random(0)
   lines = _varied_lines(rng, corpus_lines, 2500)
@@ -168,13 +99,8 @@ def test_ids_equal_encode_lines(pairs, corpus_lines):
   for (name, lower), (tok, graph_tok) in pairs.items():
     want = tok.encode_lines(lines)
     got = graph_tok.encode_lines(lines)
-    exact = _with_tf_text_sp(tok).encode_lines(lines)
-    bad = [k for k in range(len(lines)) if got[k] != exact[k]]
-    assert not bad, (name, lower, lines[bad[0]], got[bad[0]], exact[bad[0]])
-    ties = _check_ties(tok, lines, got, want)
-    print(f"{name} lower={lower}: {len(lines)} lines, {ties} differ from encode_lines by a "
-          "SentencePiece score tie")
-    assert ties <= len(lines) // 20
+    bad = [k for k in range(len(lines)) if got[k] != want[k]]
+    assert not bad, (name, lower, len(bad), lines[bad[0]], got[bad[0]], want[bad[0]])
     if name == "digit_comma":
       raw = tok.sp.Encode(tok.normalize_lines(lines))
       fired = sum(r != w for r, w in zip(raw, want))
@@ -194,9 +120,7 @@ def test_keep_accents_and_model_path(text_and_sp):
   tok = tokenization.Tokenizer(text_and_sp[1], lower=True, keep_accents=True)
   graph_tok = sp_graph.SentencePieceGraphTokenizer(text_and_sp[1], lower=True, keep_accents=True)
   lines = ["Café İstanbul ÅΣ ﬁ ½", "e\u0301 a\u0308Σ", "ΟΔΟΣ"] + FRAGMENTS
-  got = graph_tok.encode_lines(lines)
-  assert got == _with_tf_text_sp(tok).encode_lines(lines)
-  assert _check_ties(tok, lines, got, tok.encode_lines(lines)) <= 2
+  assert graph_tok.encode_lines(lines) == tok.encode_lines(lines)
   with pytest.raises(FileNotFoundError, match="nope.model: SentencePiece model not found"):
     sp_graph.SentencePieceGraphTokenizer(text_and_sp[1] + "/nope.model")
 
@@ -213,16 +137,9 @@ def test_offsets_equal_tokenize_with_offsets(pairs, corpus_lines):
 
 
 def _check_offsets(tok, texts, got):
-  """got (ids, starts, ends) per text == squad_features.tokenize_with_offsets around
-  tensorflow_text's SentencePiece exactly, and == the Python path's but on score ties."""
-  shim, ties = _with_tf_text_sp(tok), 0
-  shim.sp.prefetch([squad_features.normalize_with_offsets(t, tok.lower, tok.keep_accents)[0]
-                    for t in texts])
+  """got (ids, starts, ends) per text == squad_features.tokenize_with_offsets's."""
   for text, have in zip(texts, got):
-    assert have == tuple(map(list, squad_features.tokenize_with_offsets(shim, text))), text
-    if have != tuple(map(list, squad_features.tokenize_with_offsets(tok, text))):
-      ties += _check_ties(tok, [text], [have[0]], [tok.encode(text)]) or 1
-  return ties
+    assert have == tuple(map(list, squad_features.tokenize_with_offsets(tok, text))), text
 
 
 def test_invalid_utf8_is_replaced(pairs):
@@ -230,7 +147,7 @@ def test_invalid_utf8_is_replaced(pairs):
          "Σ".encode() + b"\x80"]
   for (name, lower), (tok, graph_tok) in pairs.items():
     texts = [b.decode("utf-8", "replace") for b in raw]
-    assert graph_tok.encode_lines(raw) == _with_tf_text_sp(tok).encode_lines(texts)
+    assert graph_tok.encode_lines(raw) == tok.encode_lines(texts)
     ids, starts, ends = _offsets_fn(graph_tok)(tf.constant(raw))
     _check_offsets(tok, texts, list(zip(_rows(ids), _rows(starts), _rows(ends))))
 
