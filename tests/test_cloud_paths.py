@@ -1,8 +1,10 @@
 """Every path on a tf.io.gfile URL: the whole chain, in one process, on TensorFlow's in-memory
 `ram://` file system (the same code path as `gs://`).
 
-tokenizer -> records -> pretraining (then a rerun that resumes) -> export -> run_classifier /
-run_squad / run_race from that export, with their prediction and submission files: each step
+tokenizer -> records -> pretraining (then a rerun that resumes; its export with the encoder's
+SavedModel) -> run_classifier / run_squad / run_race from that export, with their prediction and
+submission files and their --export_dir SavedModels (names not prefixes of each other: see
+ARCHITECTURE.md on ram://): each step
 is the entry script's own `main`, run in this process (ram:// lives in one process's memory).
 Nothing may be written to the local disk outside pytest's temporary directory: a Python audit
 hook records every local open-for-writing, mkdir, rename and remove while the chain runs, the
@@ -147,8 +149,9 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
               learning_rate=1e-3, seed=0, xla="off")   # paths are the point, not XLA
   run_main("run_classifier.py", task_name="dbpedia", data_dir=f"{b}/data/classify",
            model_dir=f"{b}/cls", max_seq_length=32, train_batch_size=4, eval_batch_size=4,
-           do_train=True, do_eval=True, do_predict=True, export_dir=f"{b}/cls-serving", **init)
-  assert fileio.exists(f"{b}/cls-serving/saved_model.pb")
+           do_train=True, do_eval=True, do_predict=True, export_dir=f"{b}/serving-cls",
+           **init)
+  assert fileio.exists(f"{b}/serving-cls/saved_model.pb")
   submissions = fileio.glob(f"{b}/cls/*test*")
   assert submissions, fileio.listdir(f"{b}/cls")
   lines = fileio.read_text(submissions[0]).splitlines()
@@ -157,8 +160,8 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
   run_main("run_squad.py", train_file=f"{b}/data/squad/train-v2.0.json",
            predict_file=f"{b}/data/squad/dev-v2.0.json", model_dir=f"{b}/squad",
            max_seq_length=64, doc_stride=28, max_query_length=32, train_batch_size=4,
-           do_train=True, do_predict=True, export_dir=f"{b}/squad-serving", **init)
-  assert fileio.exists(f"{b}/squad-serving/saved_model.pb")
+           do_train=True, do_predict=True, export_dir=f"{b}/serving-squad", **init)
+  assert fileio.exists(f"{b}/serving-squad/saved_model.pb")
   predictions = json.loads(fileio.read_text(f"{b}/squad/predictions.json"))
   questions = json.loads(fileio.read_text(f"{b}/data/squad/dev-v2.0.json"))["data"]
   assert set(predictions) == {q["id"] for d in questions for p in d["paragraphs"]
@@ -166,6 +169,6 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
   assert fileio.exists(f"{b}/squad/null_odds.json")
   run_main("run_race.py", data_dir=f"{b}/data/RACE", model_dir=f"{b}/race",
            max_seq_length=64, max_qa_length=32, train_batch_size=2, do_train=True,
-           do_eval=True, export_dir=f"{b}/race-serving", **init)
-  assert fileio.exists(f"{b}/race-serving/saved_model.pb")
+           do_eval=True, export_dir=f"{b}/serving-race", **init)
+  assert fileio.exists(f"{b}/serving-race/saved_model.pb")
   assert fileio.glob(f"{b}/race/ckpt*") or fileio.glob(f"{b}/race/ckpt/*")
