@@ -27,11 +27,15 @@ def test_help(script):
   assert flag in result.stdout
 
 
-@pytest.mark.parametrize("script,message", [
-    ("run_squad.py", "nothing to do"), ("run_classifier.py", "--task_name is required"),
-    ("run_race.py", "--data_dir is required"), ("run_pretrain.py", "--record_dir is required")])
-def test_missing_flags_are_one_line_errors(script, message):
-  result = _run(script)
+@pytest.mark.parametrize("script,args,message", [
+    ("run_squad.py", (), "nothing to do"), ("run_classifier.py", (), "nothing to do"),
+    ("run_classifier.py", ("--do_train",), "--task_name is required"),
+    ("run_classifier.py", ("--task_name=sst-2", "--do_eval"), "--data_dir is required"),
+    ("run_race.py", (), "nothing to do"), ("run_race.py", ("--do_eval",), "--data_dir is required"),
+    ("run_race.py", ("--export_dir=x",), "--model_dir is required"),
+    ("run_pretrain.py", (), "--record_dir is required")])
+def test_missing_flags_are_one_line_errors(script, args, message):
+  result = _run(script, *args)
   assert result.returncode != 0
   assert message in result.stderr.strip().splitlines()[-1]
 
