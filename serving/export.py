@@ -56,7 +56,9 @@ class _Serving(tf.Module):
   def __init__(self, model, tokenizer, fn, input_signature, name):
     super().__init__(name=name)
     self.tokenizer = tokenizer
-    self.model_weights = list(model.weights)
+    # the tf.Variables under the Keras variables: tracking those lets TF1-style loaders (TF
+    # Serving's C++ LoadSavedModel, `saved_model_cli run`) restore what the graph reads
+    self.model_weights = [w.value for w in model.weights]
     self.serving_default = tf.function(fn, input_signature=input_signature)
 
 

@@ -1,6 +1,8 @@
 """SavedModel exports on raw text: a fresh process that imports only tensorflow and
 tensorflow_text gets the Python path's predictions (classifier, RACE, SQuAD, the pretraining
-encoder; XLNet cased and uncased, MPNet with WordPiece); publication is atomic and checked."""
+encoder; XLNet cased and uncased, MPNet with WordPiece), through tf.saved_model.load and, for
+three of them, through a TF1 session (how TF Serving and saved_model_cli load a SavedModel);
+publication is atomic and checked."""
 
 import json
 import os
@@ -44,10 +46,21 @@ for name, request in requests.items():
   got = fn(**{k: tf.constant(v) for k, v in request["inputs"].items()})
   out[name] = {k: (np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(v.numpy()).tolist()
                    if v.dtype == tf.string else v.numpy().tolist()) for k, v in got.items()}
+# TF Serving's way (C++ LoadSavedModel: a TF1 session, variables restored by the saver_def)
+sessions = {}
+for name in json.load(open(sys.argv[3])):
+  request = requests[name]
+  with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+    meta = tf.compat.v1.saved_model.load(sess, ["serve"], request["dir"])
+    sig = meta.signature_def["serving_default"]
+    got = sess.run({k: v.name for k, v in sig.outputs.items()},
+                   {sig.inputs[k].name: v for k, v in request["inputs"].items()})
+  sessions[name] = {k: (np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(v).tolist()
+                        if v.dtype == object else v.tolist()) for k, v in got.items()}
 ours = sorted(m for m in sys.modules
               if m.split(".")[0] in ("data_utils", "modeling", "serving", "finetuning",
                                      "training", "tests"))
-json.dump({"outputs": out, "modules": ours}, open(sys.argv[2], "w"))
+json.dump({"outputs": out, "sessions": sessions, "modules": ours}, open(sys.argv[2], "w"))
 """
 
 
@@ -182,13 +195,19 @@ def test_a_fresh_process_gets_the_python_paths_predictions(exported):
   request.write_text(json.dumps({k: {"dir": c["dir"], "inputs": c["inputs"]}
                                  for k, c in cases.items()}, ensure_ascii=False),
                      encoding="utf-8")
-  r = subprocess.run([sys.executable, "-c", _CHECK, str(request), str(root / "out.json")],
+  in_sessions = root / "sessions.json"
+  in_sessions.write_text(json.dumps(["mnli", "sst2_mpnet", "squad"]))
+  r = subprocess.run([sys.executable, "-c", _CHECK, str(request), str(root / "out.json"),
+                      str(in_sessions)],
                      cwd=str(root), env=ENV, capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]
   result = json.loads((root / "out.json").read_text(encoding="utf-8"))
   assert result["modules"] == []            # none of this project's code was needed
-  for name, case in cases.items():
-    got = result["outputs"][name]
+  runs = [(name, result["outputs"][name]) for name in cases]
+  runs += [(name, got) for name, got in result["sessions"].items()]
+  assert len(runs) == len(cases) + 3
+  for name, got in runs:
+    case = cases[name]
     assert set(case["expected"]) <= set(got), (name, sorted(got))
     for key, want in case["expected"].items():
       have = got[key]
