@@ -12,7 +12,6 @@ working directory is an empty temporary folder that must stay empty (a URL turne
 relative local path would land there, e.g. `ram:/...`), and TMPDIR points inside tmp_path.
 """
 
-import importlib.util
 import json
 import os
 import sys
@@ -22,8 +21,8 @@ import pytest
 
 from data_utils import fileio
 from reproduction import tasks
+from tests.script_helpers import run_main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUCKET = "ram://chain-bucket"
 
 _audit = {"active": False, "allowed": (), "writes": []}
@@ -49,37 +48,6 @@ def _hook(event, args):
 
 
 _installed = []
-
-
-def _load_script(relative):
-  spec = importlib.util.spec_from_file_location(
-      "_chain_" + relative.replace("/", "_")[:-3], os.path.join(ROOT, relative))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-def run_main(relative, **flag_values):
-  """Runs an entry script's main() in this process with these flags (defined afresh, removed
-  afterwards); a SystemExit with a message fails the test with that message."""
-  from absl import flags
-  values = flags.FLAGS
-  before = set(values)
-  try:
-    module = _load_script(relative)
-    argv = [relative] + [f"--{k}={v}" if not isinstance(v, bool) else
-                         (f"--{k}" if v else f"--no{k}") for k, v in flag_values.items()]
-    values.unparse_flags()
-    values(argv)
-    try:
-      module.main(argv[:1])
-    except SystemExit as e:
-      if e.code not in (None, 0):
-        pytest.fail(f"{relative} exited: {e.code}")
-  finally:
-    for name in set(values) - before:   # the next script defines its own
-      delattr(values, name)
-    values.unparse_flags()
 
 
 def _copy_tree(local, url):

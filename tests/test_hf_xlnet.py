@@ -16,6 +16,7 @@ from modeling.config import RunConfig, XLNetConfig
 from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
                              XLNetSquadModel)
 from tests.reference import rel_err
+from tests.script_helpers import run_main
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -244,34 +245,6 @@ def test_errors_are_one_line_naming_the_file(tmp_path):
   assert XLNetConfig.from_json(str(release)).ff_activation == "gelu"
 
 
-def _run_script(relative, **flag_values):
-  """An entry script's main() in this process with these flags (defined afresh, removed
-  afterwards); a SystemExit with a message fails the test with it."""
-  import importlib.util
-  import os
-  from absl import flags
-  values, before = flags.FLAGS, set(flags.FLAGS)
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  try:
-    spec = importlib.util.spec_from_file_location(f"script_{relative[:-3]}",
-                                                  os.path.join(root, relative))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    argv = [relative] + [f"--{k}={v}" if not isinstance(v, bool) else
-                         (f"--{k}" if v else f"--no{k}") for k, v in flag_values.items()]
-    values.unparse_flags()
-    values(argv)
-    try:
-      module.main(argv[:1])
-    except SystemExit as e:
-      if e.code not in (None, 0):
-        pytest.fail(f"{relative} exited: {e.code}")
-  finally:
-    for name in set(values) - before:
-      delattr(values, name)
-    values.unparse_flags()
-
-
 def test_run_classifier_from_hf_dir_exports_hf(tmp_path, capsys):
   """run_classifier.py --model_config_path=<HF config.json> --init_checkpoint=<HF dir>
   --export_hf_dir: evaluates the HF weights, exports them unchanged (no training), then
@@ -296,7 +269,7 @@ def test_run_classifier_from_hf_dir_exports_hf(tmp_path, capsys):
                 model_config_path=str(tmp_path / "hf" / "config.json"),
                 init_checkpoint=str(tmp_path / "hf"), max_seq_length=16, train_batch_size=4,
                 eval_batch_size=4, dropout=0.0, dropatt=0.0, xla="off")
-  _run_script("run_classifier.py", model_dir=str(tmp_path / "eval"), do_eval=True,
+  run_main("run_classifier.py", model_dir=str(tmp_path / "eval"), do_eval=True,
               export_hf_dir=str(tmp_path / "out"), **common)
   assert '"accuracy"' in capsys.readouterr().out
   want, got = load_file(str(tmp_path / "hf" / "model.safetensors")), \
@@ -306,7 +279,7 @@ def test_run_classifier_from_hf_dir_exports_hf(tmp_path, capsys):
     np.testing.assert_array_equal(got[name], want[name], err_msg=name)
   assert json.loads((tmp_path / "out" / "config.json").read_text())["id2label"] == \
       {"0": "0", "1": "1"}
-  _run_script("run_classifier.py", model_dir=str(tmp_path / "train"), do_train=True,
+  run_main("run_classifier.py", model_dir=str(tmp_path / "train"), do_train=True,
               train_steps=2, steps_per_loop=1, save_every=2, learning_rate=1e-2,
               export_hf_dir=str(tmp_path / "trained"), **common)
   back, info = transformers.XLNetForSequenceClassification.from_pretrained(
