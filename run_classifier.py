@@ -26,7 +26,6 @@ from finetuning import runner
 from finetuning import classifier_data
 from finetuning.classifier_task import ClassifierConfig, ClassifierTask
 from modeling import flags as model_flags
-from serving import tasks as serving_tasks
 from training import distribution
 from training import flags as training_flags
 from training import trainer as trainer_lib
@@ -93,8 +92,6 @@ def main(argv):
     task = ClassifierTask(config, model_flags.model_config_from_flags(),
                           model_flags.run_config_from_flags(), FLAGS.init_checkpoint)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
-    if FLAGS.export_dir and distribution.is_chief(strategy):
-      serving_tasks.export_task(task, model, FLAGS.export_dir)
     if FLAGS.do_eval:
       results = task.evaluate(model, FLAGS.eval_split)
       print(json.dumps({"task": task.spec.name, "split": FLAGS.eval_split, **results}))

@@ -23,7 +23,6 @@ from finetuning import runner
 from finetuning.classifier_task import ClassifierConfig
 from finetuning.race import RaceTask
 from modeling import flags as model_flags
-from serving import tasks as serving_tasks
 from training import distribution
 from training import flags as training_flags
 from training import trainer as trainer_lib
@@ -83,8 +82,6 @@ def main(argv):
                     model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
                     max_qa_length=FLAGS.max_qa_length)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
-    if FLAGS.export_dir and distribution.is_chief(strategy):
-      serving_tasks.export_task(task, model, FLAGS.export_dir)
     if FLAGS.do_eval:
       print(json.dumps({"split": FLAGS.eval_split, **task.evaluate(model, FLAGS.eval_split)}))
   except (FileNotFoundError, ValueError) as e:

@@ -28,7 +28,6 @@ from finetuning import squad_features
 from finetuning import squad_metrics
 from finetuning.squad import SquadConfig, SquadTask
 from modeling import flags as model_flags
-from serving import tasks as serving_tasks
 from training import distribution
 from training import flags as training_flags
 from training import trainer as trainer_lib
@@ -93,9 +92,9 @@ def main(argv):
     if FLAGS.do_eval_only:
       return _eval_only()
     model_dir = FLAGS.model_dir or FLAGS.output_dir
-    if not (FLAGS.do_train or FLAGS.do_predict or FLAGS.export_dir):
-      sys.exit("run_squad.py: nothing to do: pass --do_train, --do_predict, --do_eval_only or "
-               "--export_dir")
+    if not (FLAGS.do_train or FLAGS.do_predict or FLAGS.export_dir or FLAGS.export_hf_dir):
+      sys.exit("run_squad.py: nothing to do: pass --do_train, --do_predict, --do_eval_only, "
+               "--export_dir or --export_hf_dir")
     required = [("model_dir", model_dir), ("model_config_path", FLAGS.model_config_path)]
     if FLAGS.do_train:
       required.append(("train_file", FLAGS.train_file))
@@ -126,8 +125,6 @@ def main(argv):
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
-    if FLAGS.export_dir and distribution.is_chief(strategy):
-      serving_tasks.export_task(task, model, FLAGS.export_dir, v2=FLAGS.version != "1.1")
     if FLAGS.do_predict:
       result = task.predict(model, FLAGS.predict_file, model_dir)
       print(f"wrote predictions.json, nbest_predictions.json, null_odds.json to {model_dir}")

@@ -8,7 +8,8 @@ from training.trainer import Trainer
 
 def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
   """Fine-tunes (then reloads the best checkpoint, if one was kept) or builds the
-  model from --init_checkpoint; returns the model to evaluate / predict with."""
+  model from --init_checkpoint; then writes --export_hf_dir and --export_dir (chief only);
+  returns the model to evaluate / predict with."""
   export_dir = getattr(flag_values, "export_hf_dir", None)
   if export_dir:   # a layout with no Hugging Face class fails here, before any training
     hf_xlnet.architecture(task.build_model())
@@ -26,9 +27,14 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
     with strategy.scope():
       model = task.build_model().ensure_built()
     task.initialize(model, log)
+  chief = distribution.is_chief(strategy)
   export_hf_if_asked(model, flag_values, log, labels=getattr(getattr(task, "spec", None),
-                                                             "labels", None),
-                     chief=distribution.is_chief(strategy))
+                                                             "labels", None), chief=chief)
+  export_dir = getattr(flag_values, "export_dir", None)
+  if export_dir and chief:   # the SavedModel on raw text (serving/)
+    from serving import tasks as serving_tasks   # local: serving imports the finetuning tasks
+    serving_tasks.export_task(task, model, export_dir, log,
+                              v2=getattr(flag_values, "version", None) != "1.1")
   return model
 
 
