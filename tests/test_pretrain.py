@@ -137,7 +137,7 @@ def test_mpnet_objective_trains_from_the_same_records(tmp_path, recs, mode, perm
   task = PretrainTask(dataclasses.replace(task.config, objective="mpnet", mpnet_mode=mode,
                                           mpnet_permute=permute), config, task.run_config)
   trainer, history = ph.train(task, tmp_path, steps_per_loop=10, save_every=60)
-  assert history[-1] < history[0] - 0.5, history
+  assert np.mean(history[len(history) // 2:]) < history[0] - 0.5, history   # not one noisy loop
   # the export (Hugging Face layout) initialises a fine-tuning model's encoder
   from modeling import mpnet_models
   assert os.path.exists(tmp_path / "export" / "model.safetensors")

@@ -83,8 +83,8 @@ def test_learns_the_toy_task(race_dir, tmp_path):
   d, sp, cfg = race_dir
   args = [sys.executable, "run_race.py", f"--data_dir={d}", f"--sp_model={sp}", "--uncased",
           f"--model_config_path={cfg}", f"--model_dir={tmp_path}", "--max_seq_length=64",
-          "--max_qa_length=12", "--train_batch_size=16", "--learning_rate=3e-3",
-          "--train_steps=200", "--warmup_steps=20", "--save_every=100", "--steps_per_loop=20",
+          "--max_qa_length=12", "--train_batch_size=16", "--learning_rate=1e-3",
+          "--train_steps=300", "--warmup_steps=40", "--save_every=100", "--steps_per_loop=20",
           "--dropout=0.0", "--dropatt=0.0", "--do_train", "--do_eval"]
   r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900,
                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
