@@ -50,7 +50,8 @@ flags.DEFINE_float("nsp_weight", 0.0, "Weight of a next-sentence loss on the sto
                    "(0 = off, as XLNet).")
 flags.DEFINE_string("sp_model", None, "SentencePiece model the records were written with; when "
                     "given, the export also holds a SavedModel on raw text "
-                    "(MODEL_DIR/export/saved_model: sentence -> sequence_output; XLNet objectives).")
+                    "(MODEL_DIR/export/saved_model: sentence -> sequence_output; XLNet "
+                    "objectives).")
 flags.DEFINE_bool("uncased", False, "With --sp_model: lower-case the text (uncased records).")
 flags.DEFINE_integer("seq_len", 512, "Must match the records.")
 flags.DEFINE_integer("num_predict", 85, "Must match the records.")

@@ -61,6 +61,9 @@ class SquadTask(Task):
   def _features(self, path, is_training):
     """Examples and windows of one file; prints one line saying what was used."""
     examples, skipped = squad_features.read_squad(path, is_training)
+    # SQuAD 2.0 data (unanswerable questions) seen: the export then answers no_answer_probability
+    self.saw_impossible = getattr(self, "saw_impossible", False) or any(
+        ex.is_impossible for ex in examples)
     arrays, infos = squad_features.make_features(
         self.tokenizer, examples, self.c.max_seq_length, self.c.doc_stride,
         self.c.max_query_length, is_training, self.c.model_type)
@@ -180,7 +183,8 @@ def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_le
           if (s < 0 or s >= info["length"] or e >= info["length"] or e < s
               or e - s + 1 > max_answer_length):
             continue
-          score = float(outs["start_top_log_probs"][f, i] + outs["end_top_log_probs"][f, i * end_n_top + j])
+          score = float(outs["start_top_log_probs"][f, i]
+                        + outs["end_top_log_probs"][f, i * end_n_top + j])
           text, start, end = stripped_span(ex.context, info["starts"][s], info["ends"][e])
           if text not in candidates or candidates[text][0] < score:
             candidates[text] = (score, start, end)

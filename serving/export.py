@@ -2,15 +2,19 @@
 
 Each export is a `tf.Module` whose `serving_default` signature takes strings ([N] batches):
 
-| task | inputs | outputs |
-|---|---|---|
-| classifier | `sentence` (+ `sentence_b` for pair tasks) | `logits` [N, C], `probabilities` [N, C], `label` [N] (the task's label strings); regression: `score` [N] |
-| race | `article`, `question` [N], `options` [N, 4] | `logits` [N, 4], `probabilities` [N, 4], `answer` [N] ("A"-"D") |
-| squad | `question`, `context` [N] | `answer` [N], `start`, `end` [N] (character offsets of the answer in the context, end exclusive), `score` [N]; v2.0 also `no_answer_probability` [N] |
-| encoder (pretraining) | `sentence` [N] | `input_ids` [N, L], `input_mask` [N, L] (1.0 on padding), `sequence_output` [N, L, D] |
+- classifier: `sentence` (+ `sentence_b` for pair tasks) -> `logits` [N, C], `probabilities`
+  [N, C], `label` [N] (the task's label strings); regression: `score` [N];
+- race: `article`, `question` [N], `options` [N, 4] -> `logits` [N, 4], `probabilities`
+  [N, 4], `answer` [N] ("A"-"D");
+- squad: `question`, `context` [N] -> `answer` [N], `start`, `end` [N] (character offsets of
+  the answer in the context, end exclusive; -1 for no answer), `score` [N]; SQuAD 2.0 also
+  `no_answer_probability` [N];
+- encoder (pretraining): `sentence` [N] -> `input_ids` [N, L], `input_mask` [N, L] (1.0 on
+  padding), `sequence_output` [N, L, D].
 
 Tokenization is the Python path's, in-graph: XLNet's SentencePiece model is stored as an asset
-and applied with tensorflow_text (data_utils/sp_graph.py, the release's normalisation included);
+and applied with tensorflow_text, whose op keeps the same bytes as a graph attribute
+(data_utils/sp_graph.py, the release's normalisation included);
 MPNet's WordPiece vocab through data_utils/wordpiece.py. Rows are packed by serving/packing.py
 (classifier, RACE) and serving/squad_graph.py (doc-stride windows and the beam). A loader needs
 only TensorFlow and tensorflow_text.
@@ -201,7 +205,8 @@ def _compare(export_dir, got, expected, atol):
     err = float(np.max(np.abs(have - want))) if want.size else 0.0
     if have.shape != want.shape or err > atol * max(1.0, float(np.max(np.abs(want)))):
       raise ValueError(f"{export_dir}: export check failed: {key} differs from the Python path "
-                       f"(shape {list(have.shape)} vs {list(want.shape)}, max difference {err:.3g})")
+                       f"(shape {list(have.shape)} vs {list(want.shape)}, max difference "
+                       f"{err:.3g})")
 
 
 def publish_dir(tmp, export_dir):

@@ -153,6 +153,12 @@ def export_pretrained(task, model_dir, sp_model, uncased=False, log=print):
                         fileio.join(export_root, "saved_model"), log)
 
 
+def squad_v2(task, version=None):
+  """Whether a SQuAD export also answers no_answer_probability: --version when given, else
+  whether the data the task read held unanswerable questions (True when it read none)."""
+  return {"1.1": False, "2.0": True}.get(version, getattr(task, "saw_impossible", True))
+
+
 def export_task(task, model, export_dir, log=print, v2=True):
   """The SavedModel of a fine-tuning task (ClassifierTask, RaceTask or SquadTask; `v2`: the
   SQuAD signature also returns no_answer_probability)."""

@@ -260,3 +260,17 @@ def test_a_failed_check_publishes_nothing_and_a_rerun_replaces(tmp_path, tokeniz
   tasks.export_classifier(task, model, target, log=lambda _: None)   # over an existing one
   assert sorted(os.listdir(target)) == first and "saved_model.pb" in first
   assert os.listdir(tmp_path) == ["export"]
+
+
+def test_squad_exports_no_answer_probability_for_squad_2_data(tmp_path, tokenizers):
+  tok = tokenizers["cased"]
+  task = _squad_task(tmp_path, tok, _xlnet_config(tok.vocab_size))
+  assert tasks.squad_v2(task) and not tasks.squad_v2(task, "1.1")    # nothing read yet
+  v1 = tmp_path / "v1.json"
+  qa = {"id": "a", "question": "Colour?", "answers": [{"text": "red", "answer_start": 13}]}
+  v1.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
+      {"context": "The door was red.", "qas": [qa]}]}]}))
+  task._features(str(v1), True)
+  assert not tasks.squad_v2(task) and tasks.squad_v2(task, "2.0")
+  task._features(_squad_file(tmp_path / "v2.json", ["q"], ["c"]), False)   # no answers: not 2.0
+  assert not tasks.squad_v2(task)

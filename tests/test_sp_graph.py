@@ -2,9 +2,9 @@
 path exactly: ids = Tokenizer.encode_lines, offsets = squad_features.tokenize_with_offsets /
 words_with_offsets; a saved module loads in a process that imports only TensorFlow.
 
-Exact equality needs the same SentencePiece build on both sides: requirements.txt pins the
-Python package to one that breaks ties as tensorflow-text does (0.2.1); 0.2.3 breaks exact Viterbi score
-ties differently (`000` as `0 00` or `00 0`), on about 2% of digit-heavy lines."""
+Exact equality needs SentencePiece to break Viterbi score ties the same way on both sides:
+requirements.txt pins the Python package to 0.2.1, which does as tensorflow-text's does; 0.2.3
+breaks them differently (`000` as `0 00` or `00 0`), on about 2% of digit-heavy lines."""
 
 import json
 import os
