@@ -35,13 +35,11 @@ comma (`▁2000,`) is replaced by the ids of its split (`▁2000` `,`), precompu
 
 Known divergences from the Python path (the normalisation and the split are exact; the
 normalised text and origins equal `squad_features.normalize_with_offsets`, tests/test_sp_graph.py):
-- SentencePiece score ties. tensorflow_text's bundled SentencePiece and the `sentencepiece`
-  Python package break exact ties of the unigram Viterbi differently (they accumulate path
-  scores with different float rounding), e.g. "000" as `0` `00` or `00` `0`: same text, same
-  pieces, same total score, another order. Seen on ~2% of the tests' adversarial lines (many
-  `<unk>`s and digits) with an 800-piece model, 3 of 1234 five-line docstring paragraphs, and
-  none on single docstring lines; the Python path's digit-comma rule and offsets are applied
-  to tensorflow_text's pieces exactly.
+- SentencePiece score ties. The unigram Viterbi can meet exact score ties ("000" as `0` `00`
+  or `00` `0`: same pieces' text, same total score). The `sentencepiece` Python package 0.2.1,
+  which requirements.txt pins, breaks them as tensorflow_text's SentencePiece does (0 of
+  5,000 test lines differ); 0.2.3 breaks them otherwise (~2% of digit-heavy adversarial lines,
+  3 of 1234 docstring paragraphs). With another version the ids can differ on such ties.
 - An `<unk>` piece keeps id 0 (the Python path would split an unknown piece that ends in a
   digit + ","; that needs "," itself unknown to the model).
 """
