@@ -64,11 +64,11 @@ def main(argv):
           or FLAGS.export_hf_dir):
     sys.exit("run_classifier.py: nothing to do: pass --do_train, --do_eval, --do_predict, "
              "--export_dir or --export_hf_dir")
-  reads_data = FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict   # an export alone does not
-  for name, value in (("task_name", FLAGS.task_name),
-                      ("data_dir", FLAGS.data_dir if reads_data else "-"),
-                      ("model_dir", model_dir),
-                      ("model_config_path", FLAGS.model_config_path)):
+  required = [("task_name", FLAGS.task_name), ("model_dir", model_dir),
+              ("model_config_path", FLAGS.model_config_path)]
+  if FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict:       # an export alone reads no data
+    required.insert(1, ("data_dir", FLAGS.data_dir))
+  for name, value in required:
     if not value:
       sys.exit(f"run_classifier.py: --{name} is required")
   try:   # first: a multi-worker strategy configures collectives before TensorFlow's first op

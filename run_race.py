@@ -57,9 +57,10 @@ def main(argv):
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.export_dir or FLAGS.export_hf_dir):
     sys.exit("run_race.py: nothing to do: pass --do_train, --do_eval, --export_dir or "
              "--export_hf_dir")
-  reads_data = FLAGS.do_train or FLAGS.do_eval                       # an export alone does not
-  for name, value in (("data_dir", FLAGS.data_dir if reads_data else "-"),
-                      ("model_dir", model_dir), ("model_config_path", FLAGS.model_config_path)):
+  required = [("model_dir", model_dir), ("model_config_path", FLAGS.model_config_path)]
+  if FLAGS.do_train or FLAGS.do_eval:                                # an export alone reads no data
+    required.insert(0, ("data_dir", FLAGS.data_dir))
+  for name, value in required:
     if not value:
       sys.exit(f"run_race.py: --{name} is required")
   try:   # first: a multi-worker strategy configures collectives before TensorFlow's first op

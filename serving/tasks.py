@@ -10,7 +10,6 @@ import tensorflow as tf
 
 from data_utils import fileio
 from finetuning import classifier_data, classifier_features, race, squad, squad_features
-from finetuning import layouts
 from serving import export
 
 _LONG = " ".join(export.PROBE_TEXTS) * 12        # longer than any window
@@ -118,13 +117,11 @@ def export_squad(task, model, export_dir, v2=True, log=print):
 
 
 def encoder_outputs(model, tokenizer, max_seq_length, texts):
-  """The Python path's encoder rows and content-stream output (rows `A <sep> <cls>`)."""
-  budget = max_seq_length - layouts.special_count("xlnet", False)
-  rows = [layouts.pack("xlnet", tokenizer, ids[:budget], None, max_seq_length)[:3]
-          for ids in tokenizer.encode_lines(texts)]
-  arrays = {"input_ids": np.stack([r[0] for r in rows]),
-            "seg_ids": np.stack([r[1] for r in rows]),
-            "input_mask": np.stack([r[2] for r in rows])}
+  """The Python path's encoder rows (the classifier's single-text rows, `A <sep> <cls>`) and
+  content-stream output."""
+  examples = [classifier_data.Example(str(k), text) for k, text in enumerate(texts)]
+  feats = classifier_features.encode(tokenizer, examples, max_seq_length, (), "xlnet")
+  arrays = {k: feats[k] for k in ("input_ids", "seg_ids", "input_mask")}
   out = _forward(model, arrays)
   return {"input_ids": arrays["input_ids"], "input_mask": arrays["input_mask"],
           "sequence_output": out["content_output"]}
