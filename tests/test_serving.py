@@ -274,3 +274,26 @@ def test_squad_exports_no_answer_probability_for_squad_2_data(tmp_path, tokenize
   assert not tasks.squad_v2(task) and tasks.squad_v2(task, "2.0")
   task._features(_squad_file(tmp_path / "v2.json", ["q"], ["c"]), False)   # no answers: not 2.0
   assert not tasks.squad_v2(task)
+
+
+def test_run_classifier_exports_from_init_checkpoint_without_data(tmp_path, tokenizers):
+  """--export_dir alone (no --do_*, no --data_dir): the SavedModel of the --init_checkpoint."""
+  from modeling import checkpoint
+  from tests.script_helpers import run_main
+  tok = tokenizers["uncased"]
+  config = _xlnet_config(tok.vocab_size)
+  (tmp_path / "config.json").write_text(config.to_json())
+  model = _randomize(XLNetClassifier(config, RUN, n_class=2, task_name="sst-2").ensure_built(), 8)
+  checkpoint.save_tf1_checkpoint(model, str(tmp_path / "ckpt" / "model.ckpt"))
+  run_main("run_classifier.py", task_name="sst-2", sp_model=tok.model_path, uncased=True,
+           model_config_path=str(tmp_path / "config.json"), max_seq_length=16,
+           init_checkpoint=str(tmp_path / "ckpt" / "model.ckpt"), model_dir=str(tmp_path / "m"),
+           export_dir=str(tmp_path / "serving"), dropout=0.0, dropatt=0.0)
+  served = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"](
+      sentence=tf.constant(TEXTS))
+  task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=16,
+                                                            model_type="xlnet"),
+                               spec=classifier_data.get_task("sst-2"), tokenizer=tok)
+  want = tasks.classifier_outputs(task, model, TEXTS)
+  np.testing.assert_allclose(served["logits"].numpy(), want["logits"], atol=1e-5)
+  assert [v.decode() for v in served["label"].numpy()] == want["label"].tolist()
