@@ -33,7 +33,7 @@ from training import trainer as trainer_lib
 model_flags.define_model_flags()
 model_flags.define_model_type_flags()
 flags.adopt_module_key_flags(model_flags)
-training_flags.define_training_flags(learning_rate=2e-5, train_steps=1000, save_every=500)
+training_flags.define_training_flags("classifier", train_steps=1000, save_every=500)
 flags.adopt_module_key_flags(training_flags)
 flags.DEFINE_string("task_name", None, f"One of {', '.join(sorted(classifier_data.TASKS))}.")
 flags.DEFINE_string("data_dir", None, "Directory with the task's files in the official layout.")

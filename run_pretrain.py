@@ -7,13 +7,17 @@ paper's ablations). One CPU, one or
 many GPUs (--distribution_strategy), several hosts, or a TPU (--tpu=NAME).
 
   python run_pretrain.py --record_dir=records --model_config_path=xlnet_config.json \\
-      --model_dir=runs/base --seq_len=512 --reuse_len=256 --mem_len=384 \\
-      --bsz_per_host=32 --num_predict=85 --train_steps=500000 --learning_rate=4e-4
+      --model_dir=runs/base --mem_len=384 --train_steps=500000 --learning_rate=4e-4
+
+--seq_len, --reuse_len, --num_predict, --bsz_per_host, --num_core_per_host and --bi_data
+default to the records' values (record_format.resolve_training_params; when --record_dir holds
+several record sets, the ones given choose among them) and are checked against them when given.
 
 The ablations of the XLNet paper are flags: --mem_len=0, records written with
 --span_mode=single, --nobi_data, --nsp_weight=1.
 """
 
+import dataclasses
 import sys
 
 from absl import app
@@ -32,9 +36,9 @@ from training import flags as training_flags
 from training.pretrain_task import OBJECTIVES, PretrainConfig, PretrainTask
 from training import trainer as trainer_lib
 
-model_flags.define_model_flags()
+model_flags.define_model_flags(record_defaults=True)
 flags.adopt_module_key_flags(model_flags)
-training_flags.define_training_flags(learning_rate=1e-4, train_steps=1000)
+training_flags.define_training_flags("pretrain", train_steps=1000)
 flags.adopt_module_key_flags(training_flags)
 flags.DEFINE_string("record_dir", None, "Directory of the records (create_pretrain_data.py "
                     "--output_dir).")
@@ -53,11 +57,15 @@ flags.DEFINE_string("sp_model", None, "SentencePiece model the records were writ
                     "(MODEL_DIR/export/saved_model: sentence -> sequence_output; XLNet "
                     "objectives).")
 flags.DEFINE_bool("uncased", False, "With --sp_model: lower-case the text (uncased records).")
-flags.DEFINE_integer("seq_len", 512, "Must match the records.")
-flags.DEFINE_integer("num_predict", 85, "Must match the records.")
-flags.DEFINE_integer("bsz_per_host", 32, "Batch per host; must match the records.")
-flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host (TPU cores or GPUs of one host); "
-                     "must match the records.")
+# Parameters of the records (not given: the records' values; given: checked against them).
+RECORD_FLAGS = ("seq_len", "reuse_len", "num_predict", "bsz_per_host", "num_core_per_host",
+                "bi_data")
+REC = "default: the records' value (checked against them when given)."
+flags.DEFINE_integer("seq_len", None, "Tokens per example; " + REC)
+flags.DEFINE_integer("num_predict", None, "Targets per example; " + REC)
+flags.DEFINE_integer("bsz_per_host", None, "Batch per host; " + REC)
+flags.DEFINE_integer("num_core_per_host", None, "Replicas per host (TPU cores or GPUs of one "
+                     "host); " + REC)
 flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept.")
 flags.DEFINE_bool("checkpoint_memory", True, "Save every replica's Transformer-XL memory in the "
                   "checkpoints, so a resumed run continues exactly. It costs replicas x n_layer "
@@ -98,11 +106,17 @@ def main(argv):
       model_config = mpnet.MPNetConfig.from_json(FLAGS.model_config_path)
     else:
       model_config = model_flags.model_config_from_flags()
-    run_config = model_flags.run_config_from_flags()
+    vocab = model_config.vocab_size if FLAGS.objective == "mpnet" else model_config.n_token
+    resolved = record_format.resolve_training_params(
+        FLAGS.record_dir, vocab_size=vocab,
+        **{name: FLAGS[name].value for name in RECORD_FLAGS if FLAGS[name].present})
+    if resolved.from_records:
+      print(resolved.summary(), flush=True)
+    record = {name: resolved.values[name] for name in RECORD_FLAGS}
+    run_config = dataclasses.replace(model_flags.run_config_from_flags(),   # the memory's too
+                                     reuse_len=record["reuse_len"], bi_data=record["bi_data"])
     config = PretrainConfig(
-        record_dir=FLAGS.record_dir, seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
-        num_predict=FLAGS.num_predict, bsz_per_host=FLAGS.bsz_per_host,
-        num_core_per_host=FLAGS.num_core_per_host, bi_data=FLAGS.bi_data,
+        record_dir=FLAGS.record_dir, **record,
         objective=FLAGS.objective, nsp_weight=FLAGS.nsp_weight, mpnet_mode=FLAGS.mpnet_mode,
         mpnet_permute=FLAGS.mpnet_permute,
         seed=FLAGS.seed, **training_flags.optimizer_kwargs(),
@@ -111,7 +125,7 @@ def main(argv):
                         export_hf_dir=FLAGS.export_hf_dir)   # written by the chief only
     if not distribution.is_chief(strategy):
       task.export_hf_dir = None
-    distribution.num_hosts(strategy, FLAGS.num_core_per_host, FLAGS.num_hosts)
+    distribution.num_hosts(strategy, config.num_core_per_host, FLAGS.num_hosts)
     fileio.makedirs(model_dir)
     trainer = trainer_lib.Trainer(task, strategy, model_dir, FLAGS.train_steps,
                                   FLAGS.steps_per_loop, FLAGS.save_every,

@@ -30,7 +30,7 @@ from training import trainer as trainer_lib
 model_flags.define_model_flags()
 model_flags.define_model_type_flags()
 flags.adopt_module_key_flags(model_flags)
-training_flags.define_training_flags(learning_rate=2e-5, train_steps=12000, warmup_steps=1000)
+training_flags.define_training_flags("race", train_steps=12000)
 flags.adopt_module_key_flags(training_flags)
 flags.DEFINE_string("data_dir", None, "The RACE directory (train/dev/test, middle/high).")
 flags.DEFINE_string("sp_model", None, "SentencePiece model of the checkpoint.")

@@ -35,7 +35,7 @@ from training import trainer as trainer_lib
 model_flags.define_model_flags()
 model_flags.define_model_type_flags()
 flags.adopt_module_key_flags(model_flags)
-training_flags.define_training_flags(learning_rate=3e-5, train_steps=8000, warmup_steps=1000, lr_layer_decay_rate=0.75)
+training_flags.define_training_flags("squad", train_steps=8000)
 flags.adopt_module_key_flags(training_flags)
 flags.DEFINE_string("model_dir", None, "Checkpoints, logs and prediction files.")
 flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")

@@ -16,15 +16,14 @@ from training.task import OptimizerConfig, Task
 @dataclasses.dataclass(kw_only=True)
 class ClassifierConfig(OptimizerConfig):
   task_name: str
-  data_dir: str
-  sp_model: str
-  cache_dir: str
+  data_dir: str = None           # None: batches come from elsewhere (training/stepper.py)
+  sp_model: str = None
+  cache_dir: str = None
   uncased: bool = False
   max_seq_length: int = 128
   train_batch_size: int = 32
   eval_batch_size: int = 64
   eval_split: str = "dev"
-  learning_rate: float = 2e-5
   summary_type: str = "last"
   use_proj: bool = True
   model_type: str = "xlnet"     # or "mpnet" (finetuning/layouts.py)
@@ -45,19 +44,34 @@ def build_classifier(config, model_config, run_config, spec):
 class ClassifierTask(Task):
   """See training/trainer.py for the interface."""
 
+  recipe_script = "classifier"
+
+  @property
+  def family(self):
+    return self.config.model_type
+
   def __init__(self, config, model_config, run_config, init_checkpoint=None, spec=None):
     self.config, self.model_config, self.run_config = config, model_config, run_config
     self.spec = spec or classifier_data.get_task(config.task_name)
-    self.tokenizer = layouts.make_tokenizer(config.model_type, config.sp_model, config.vocab_file,
-                                            config.uncased)
-    layouts.check_vocab(model_config, self.tokenizer, config.max_seq_length)
+    self._tokenizer = None
+    if config.sp_model or config.vocab_file:      # else: made (and refused) when first needed
+      layouts.check_vocab(model_config, self.tokenizer, config.max_seq_length)
     self.init_checkpoint = init_checkpoint
     self.seed = config.seed
     self.tokens_per_step = config.train_batch_size * config.max_seq_length
     eval_metrics = metrics.task_metrics(self.spec.name, [0, 1], [0, 1])
     self.main_metric = next(iter(eval_metrics))
-    fileio.makedirs(config.cache_dir)
+    if config.cache_dir:
+      fileio.makedirs(config.cache_dir)
     self._checked = set()     # (cache path, size, mtime) already checked in this process
+
+  @property
+  def tokenizer(self):
+    """--sp_model's SentencePiece or --vocab_file's WordPiece (one-line error without)."""
+    if self._tokenizer is None:
+      c = self.config
+      self._tokenizer = layouts.make_tokenizer(c.model_type, c.sp_model, c.vocab_file, c.uncased)
+    return self._tokenizer
 
   # ---- features ---------------------------------------------------------------------
   def features_path(self, split):

@@ -144,6 +144,8 @@ def encode(tokenizer, items, max_seq_length, max_qa_length=128, model_type="xlne
 class RaceTask(classifier_task.ClassifierTask):
   """Multiple choice over 4 options; accuracy on middle, high and all."""
 
+  recipe_script = "race"
+
   def __init__(self, config, model_config, run_config, init_checkpoint=None, max_qa_length=128):
     self.max_qa_length = max_qa_length
     self._cache = {}

@@ -26,7 +26,7 @@ from training.task import OptimizerConfig, Task
 
 @dataclasses.dataclass(kw_only=True)
 class SquadConfig(OptimizerConfig):
-  model_dir: str
+  model_dir: str = None
   train_file: str = None
   predict_file: str = None
   max_seq_length: int = 512
@@ -38,10 +38,7 @@ class SquadConfig(OptimizerConfig):
   n_best_size: int = 5
   train_batch_size: int = 48
   predict_batch_size: int = 32
-  learning_rate: float = 3e-5
   train_steps: int = 8000
-  warmup_steps: int = 1000
-  lr_layer_decay_rate: float = 0.75
   model_type: str = "xlnet"     # or "mpnet" (see squad_features.make_features)
 
 
@@ -49,6 +46,11 @@ class SquadTask(Task):
   """See training/trainer.py for the interface."""
 
   main_metric = "f1"
+  recipe_script = "squad"
+
+  @property
+  def family(self):
+    return self.config.model_type
 
   def __init__(self, flags_config, model_config, run_config, tokenizer, init_checkpoint=None):
     self.c, self.model_config, self.run_config = flags_config, model_config, run_config

@@ -36,7 +36,7 @@ def tpu_calls(monkeypatch):
 
 def parse(*argv):
   values = flags.FlagValues()
-  training_flags.define_training_flags(flag_values=values)
+  training_flags.define_training_flags("pretrain", flag_values=values)
   values(["run_pretrain.py", *argv])
   return values
 

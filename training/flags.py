@@ -3,24 +3,53 @@
 from absl import flags
 
 from training import distribution
+from training import optimization
+from training import recipes
 
 
-def define_training_flags(learning_rate=2e-5, train_steps=1000, warmup_steps=0, save_every=1000,
-                          lr_layer_decay_rate=1.0, flag_values=flags.FLAGS):
-  """Defines the flags (in `flag_values`: the tests parse into their own); the defaults differ
-  per script (the release's recipes)."""
+def define_training_flags(script, train_steps=1000, save_every=1000, flag_values=flags.FLAGS):
+  """Defines the flags (in `flag_values`: the tests parse into their own). `script` (pretrain,
+  classifier, squad, race) picks the recipe defaults the help text shows: an optimizer flag
+  left unset takes its recipe's value for the model family (training/recipes.py)."""
   define = _Definer(flag_values)
-  define.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
+  default = lambda field: recipes.help_default(field, script)
+  define.DEFINE_enum("recipe", "release", list(recipes.RECIPES),
+                     "Whose hyper-parameters fill the optimizer flags not given: release = the "
+                     "released code's (XLNet: zihangdai/xlnet's scripts; MPNet: its fairseq "
+                     "scripts), paper = the papers' tables (XLNet Tables 7-8: eps 1e-6, weight "
+                     "decay 0.01, per-layer learning rates). README: 'Optimizer semantics'.")
+  define.DEFINE_enum("optimizer", None, list(optimization.SEMANTICS),
+                     "Update rule. release = XLNet's get_train_op: tf.train.AdamOptimizer "
+                     "(TF1 bias correction) when --weight_decay=0, else its "
+                     "AdamWeightDecayOptimizer (no bias correction; LayerNorm and biases "
+                     "excluded, r_w/r_r/r_s_bias decayed); fairseq = fairseq's Adam (MPNet): "
+                     "bias-corrected, decoupled decay w -= lr*wd*w on every weight. "
+                     + default("optimizer"))
+  define.DEFINE_float("learning_rate", None, "Peak learning rate. " + default("learning_rate"))
   define.DEFINE_integer("train_steps", train_steps, "Optimizer steps.")
-  define.DEFINE_integer("warmup_steps", warmup_steps, "Linear warmup steps.")
-  define.DEFINE_enum("decay_method", "linear", ["linear", "cosine"], "Decay after the warmup.")
-  define.DEFINE_float("min_lr_ratio", 0.0, "Final learning rate as a fraction of the peak.")
-  define.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay (LayerNorm and biases "
-                     "excluded).")
-  define.DEFINE_float("adam_epsilon", 1e-6, "Adam epsilon.")
-  define.DEFINE_float("clip", 1.0, "Global-norm gradient clipping (0 = off).")
-  define.DEFINE_float("lr_layer_decay_rate", lr_layer_decay_rate, "Layer l of N learns at "
-                     "rate^(N-1-l) of the learning rate (embeddings rate^N).")
+  define.DEFINE_float("warmup_steps", None, "Linear warmup from 0: steps, or a fraction of "
+                      "--train_steps when below 1. " + default("warmup_steps"))
+  define.DEFINE_enum("decay_method", None, list(optimization.DECAY_METHODS),
+                     "Decay after the warmup: linear (= the release's poly) or cosine (= cos). "
+                     + default("decay_method"))
+  define.DEFINE_float("min_lr_ratio", None, "Final learning rate as a fraction of the peak. "
+                      + default("min_lr_ratio"))
+  define.DEFINE_float("weight_decay", None, "Decoupled weight decay; with --optimizer=release "
+                      "a value > 0 switches to AdamWeightDecayOptimizer. "
+                      + default("weight_decay"))
+  define.DEFINE_float("adam_epsilon", None, "Adam epsilon. " + default("adam_epsilon"))
+  define.DEFINE_float("adam_beta1", None, "Adam beta1. " + default("adam_beta1"))
+  define.DEFINE_float("adam_beta2", None, "Adam beta2. " + default("adam_beta2"))
+  define.DEFINE_float("clip", None, "Global-norm clipping of the summed gradients (0 = off). "
+                      + default("clip"))
+  define.DEFINE_float("lr_layer_decay_rate", None, "Layer-wise decay: layer l of N is scaled by "
+                      "rate^(N-1-l), as --layer_decay_method says. "
+                      + default("lr_layer_decay_rate"))
+  define.DEFINE_enum("layer_decay_method", None, list(optimization.LAYER_DECAY_METHODS),
+                     "release = the release's code: the clipped gradients of layer l's "
+                     "variables are scaled (Adam cancels most of it); paper = the paper's text: "
+                     "layer l learns at rate^(N-1-l) of the learning rate, the embeddings at "
+                     "rate^N. " + default("layer_decay_method"))
   define.DEFINE_integer("grad_accumulation_steps", 1, "Optimizer update every N steps.")
   define.DEFINE_integer("save_every", save_every, "Checkpoint (and evaluate) every N steps.")
   define.DEFINE_integer("steps_per_loop", 10, "Steps per host call (one tf.function).")
@@ -61,6 +90,7 @@ class _Definer:
 
 
 def optimizer_kwargs(flag_values=flags.FLAGS):
-  """The OPTIMIZER_FIELDS of training/task.py from the flags."""
+  """The OPTIMIZER_FIELDS of training/task.py (None where not given) and train_steps."""
   from training.task import OPTIMIZER_FIELDS
-  return {k: getattr(flag_values, k) for k in OPTIMIZER_FIELDS}
+  return {"train_steps": flag_values.train_steps,
+          **{k: getattr(flag_values, k) for k in OPTIMIZER_FIELDS}}

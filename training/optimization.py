@@ -1,15 +1,33 @@
 """Optimizer and learning-rate schedule shared by pretraining and fine-tuning.
 
-- `WarmupDecay`: linear warmup to the peak, then linear or cosine decay to
-  peak * min_lr_ratio at train_steps.
-- `AdamWeightDecay`: the release's Adam with decoupled weight decay (no bias
-  correction unless asked; LayerNorm and every `*bias*` variable, r_w/r_r/r_s
-  biases included, excluded from decay), global-norm clipping, gradient
-  accumulation, and per-variable learning-rate multipliers, used for layer-wise
-  learning-rate decay as real learning rates (the release scaled gradients,
-  which Adam cancels).
-- `layer_decay_multipliers`: XLNet depth of every variable -> multiplier.
+Every choice here is named after the code it reproduces (README, "Optimizer semantics"):
+
+- `WarmupDecay`: the release's schedule (`model_utils.get_train_op`): lr * step / warmup while
+  step < warmup (the first update has lr 0), then poly (power 1, "linear") or cosine decay
+  from lr to lr * min_lr_ratio at train_steps, in TF1's arithmetic.
+- `Adam`, `semantics=`:
+    "release"  the XLNet release's `get_train_op`: `tf.train.AdamOptimizer` when
+               weight_decay == 0 (bias-corrected in TF1's form: lr_t = lr sqrt(1 - b2^t) /
+               (1 - b1^t), w -= lr_t m / (sqrt(v) + eps)), its `AdamWeightDecayOptimizer` when
+               weight_decay > 0 (no bias correction; w -= lr (m / (sqrt(v) + eps) + wd w); decay
+               skipped for names matching LayerNorm / layer_norm / bias, except r_w_bias,
+               r_r_bias and r_s_bias, which are always decayed);
+    "fairseq"  fairseq's `Adam` (MPNet's release): the same bias-corrected step as TF1
+               (epsilon on the uncorrected sqrt(v)), decoupled decay w -= lr wd w on every
+               variable, applied before the step.
+  Global-norm clipping of the summed gradients (before any layer scaling), gradient
+  accumulation.
+- Layer-wise decay, two algorithms (`build_optimizer(layer_decay_method=)`):
+    "release"  the release's code: the CLIPPED gradients of `model/transformer/layer_<l>/`
+               variables are multiplied by rate^(n_layer - 1 - l); nothing else changes (Adam
+               cancels most of the scale, not all: epsilon). `release_layer_grad_scales`.
+    "paper"    the paper's text (appendix): per-layer learning rates; the embeddings learn at
+               rate^n_layer and each layer's slice of the stacked biases at its layer's rate.
+               `layer_decay_multipliers`.
 - `dense_gradients`: embedding gradients as dense tensors, so norms count repeated rows once.
+
+Variables are matched by their reference names (`reference_names`: the release's TF1 names for
+XLNet, the Hugging Face names for MPNet), so every rule reads as in the code it reproduces.
 """
 
 import math
@@ -18,6 +36,16 @@ import re
 import keras
 import numpy as np
 import tensorflow as tf
+
+SEMANTICS = ("release", "fairseq")
+LAYER_DECAY_METHODS = ("release", "paper")
+DECAY_METHODS = {"linear": "linear", "poly": "linear", "cosine": "cosine", "cos": "cosine"}
+# The release's AdamWeightDecayOptimizer (model_utils.py): exclude_from_weight_decay as passed by
+# get_train_op, and its include_in_weight_decay default, which wins.
+RELEASE_EXCLUDE_FROM_DECAY = ("LayerNorm", "layer_norm", "bias")
+RELEASE_INCLUDE_IN_DECAY = ("r_s_bias", "r_r_bias", "r_w_bias")
+# A layer's variables: the release's regex, and Hugging Face's MPNet names.
+_LAYER = re.compile(r"(?:model/transformer/layer_|\.layer\.)(\d+)[/.]")
 
 
 def dense_gradients(grads):
@@ -34,24 +62,30 @@ def dense_gradients(grads):
 
 
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
-  """lr(step): linear warmup over warmup_steps, then linear/cosine decay."""
+  """lr(step): linear warmup over warmup_steps, then linear ("poly") or cosine decay.
+
+  The arithmetic is TF1's (tf.train.polynomial_decay with power 1, tf.train.cosine_decay with
+  alpha = min_lr_ratio), so the float32 values equal the release's.
+  """
 
   def __init__(self, peak, train_steps, warmup_steps=0, decay="linear", min_lr_ratio=0.0):
-    if decay not in ("linear", "cosine"):
-      raise ValueError(f"--decay_method must be linear or cosine, got {decay!r}")
+    if decay not in DECAY_METHODS:
+      raise ValueError(f"--decay_method must be linear (poly) or cosine (cos), got {decay!r}")
     self.peak, self.train_steps, self.warmup_steps = peak, train_steps, warmup_steps
-    self.decay, self.min_lr_ratio = decay, min_lr_ratio
+    self.decay, self.min_lr_ratio = DECAY_METHODS[decay], min_lr_ratio
 
   def __call__(self, step):
     step = tf.cast(step, tf.float32)
-    warm = self.peak * step / max(self.warmup_steps, 1)
-    span = max(self.train_steps - self.warmup_steps, 1)
-    progress = tf.clip_by_value((step - self.warmup_steps) / span, 0.0, 1.0)
+    peak = tf.constant(self.peak, tf.float32)
+    warm = step / tf.cast(max(self.warmup_steps, 1), tf.float32) * peak
+    decay_steps = tf.cast(max(self.train_steps - self.warmup_steps, 1), tf.float32)
+    p = tf.minimum(step - self.warmup_steps, decay_steps) / decay_steps
     if self.decay == "linear":
-      shape = 1.0 - progress
+      end = tf.constant(self.peak * self.min_lr_ratio, tf.float32)
+      decayed = (peak - end) * (1.0 - p) + end
     else:
-      shape = 0.5 * (1.0 + tf.cos(math.pi * progress))
-    decayed = self.peak * (self.min_lr_ratio + (1.0 - self.min_lr_ratio) * shape)
+      alpha = tf.constant(self.min_lr_ratio, tf.float32)
+      decayed = peak * ((1.0 - alpha) * (0.5 * (1.0 + tf.cos(math.pi * p))) + alpha)
     return tf.where(step < self.warmup_steps, warm, decayed)
 
   def get_config(self):
@@ -59,8 +93,40 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
                 decay=self.decay, min_lr_ratio=self.min_lr_ratio)
 
 
+def reference_names(model):
+  """{variable path: reference name}: the release's TF1 names (XLNet models'
+  `tf1_variables`) or the Hugging Face state-dict names (MPNet models' `hf_variable_map`);
+  a variable with neither keeps its path."""
+  names = {}
+  if hasattr(model, "tf1_variables"):
+    pairs = ((name, var) for name, var in model.tf1_variables().items())
+  elif hasattr(model, "hf_variable_map"):
+    pairs = ((name, entry[0]) for name, entry in model.hf_variable_map().items())
+  else:
+    pairs = ()
+  for name, var in pairs:
+    names.setdefault(var.path, name)
+  return {v.path: names.get(v.path, v.path) for v in model.trainable_variables}
+
+
+def release_layer_grad_scales(model, decay_rate):
+  """{variable path: scale} of the release's layer-wise decay: the clipped gradient of a
+  variable of layer l (its name holds `model/transformer/layer_<l>/`; MPNet: `.layer.<l>.`)
+  is multiplied by decay_rate ** (n_layer - 1 - l), n_layer counted from the names as the
+  release does; every other variable is left alone. {} when decay_rate == 1."""
+  if decay_rate == 1.0:
+    return {}
+  layers = {}
+  for path, name in reference_names(model).items():
+    match = _LAYER.search(name)
+    if match:
+      layers[path] = int(match.group(1))
+  n = max(layers.values(), default=-1) + 1
+  return {path: decay_rate ** (n - 1 - l) for path, l in layers.items()}
+
+
 def layer_decay_multipliers(model, decay_rate):
-  """{variable path: multiplier} for layer-wise learning-rate decay.
+  """{variable path: learning-rate multiplier}: the paper's per-layer learning rates.
 
   Layer l of N gets decay_rate ** (N - 1 - l); the embeddings (and mask_emb)
   decay_rate ** N; the stacked per-layer biases [N, ...] a per-slice multiplier;
@@ -90,27 +156,42 @@ def layer_decay_multipliers(model, decay_rate):
   return out
 
 
-class AdamWeightDecay(keras.optimizers.Optimizer):
-  """Adam with decoupled weight decay, as the XLNet/BERT release.
+def release_decays(name):
+  """Whether the release's AdamWeightDecayOptimizer decays the variable called `name`."""
+  if any(re.search(p, name) for p in RELEASE_INCLUDE_IN_DECAY):
+    return True
+  return not any(re.search(p, name) for p in RELEASE_EXCLUDE_FROM_DECAY)
 
-  update = m / (sqrt(v) + epsilon) [+ weight_decay * w];  w -= lr * mult * update
-  with bias-corrected m, v only when bias_correction (fairseq/MPNet style).
+
+class Adam(keras.optimizers.Optimizer):
+  """Adam as the release (`semantics="release"`) or fairseq (`"fairseq"`) apply it; see the
+  module docstring for the update rules, which are written in the same float32 arithmetic.
+
+  names: {variable path: reference name} for the decay rules (default: the path).
+  grad_scales: {variable path: scale} applied to the clipped gradients (release layer decay).
+  lr_multipliers: {variable path: multiplier (scalar or per-slice array)} (paper layer decay).
+  clip_norm: global-norm clipping of the gradients summed over replicas (None = off).
   """
 
-  def __init__(self, learning_rate=1e-4, weight_decay_rate=0.0, beta_1=0.9, beta_2=0.999,
-               epsilon=1e-6, bias_correction=False,
-               exclude_from_decay=("LayerNorm", "layer_norm", "bias", "gamma", "beta"),
-               lr_multipliers=None, clip_norm=None, name="adam_weight_decay", **kwargs):
+  def __init__(self, learning_rate=1e-4, semantics="release", weight_decay_rate=0.0,
+               beta_1=0.9, beta_2=0.999, epsilon=1e-8, clip_norm=None, names=None,
+               grad_scales=None, lr_multipliers=None, name="adam", **kwargs):
+    if semantics not in SEMANTICS:
+      raise ValueError(f"--optimizer must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
-    # Global-norm clipping of the summed gradients (Keras' own global_clipnorm
-    # clips each replica's share before the all-reduce).
-    self.clip_norm = clip_norm
-    self.weight_decay_rate = weight_decay_rate
+    self.semantics, self.weight_decay_rate = semantics, weight_decay_rate
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
-    self.bias_correction = bias_correction
-    self.exclude_from_decay = tuple(exclude_from_decay)
+    self.clip_norm = clip_norm
+    self.names = dict(names or {})
+    self.grad_scales = dict(grad_scales or {})
     self.lr_multipliers = dict(lr_multipliers or {})
-    self._decay_pattern = re.compile("|".join(re.escape(e) for e in self.exclude_from_decay))
+
+  @property
+  def rule(self):
+    """The update rule in use: tf1_adam, adam_weight_decay or fairseq_adam."""
+    if self.semantics == "fairseq":
+      return "fairseq_adam"
+    return "adam_weight_decay" if self.weight_decay_rate > 0 else "tf1_adam"
 
   def build(self, var_list):
     if self.built:
@@ -120,61 +201,124 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     self._v = [self.add_variable_from_reference(v, "v") for v in var_list]
     # Indexed by position: under tf.distribute update_step sees per-device variables.
     self._mult = [self.lr_multipliers.get(v.path) for v in var_list]
+    self._scale = [self.grad_scales.get(v.path) for v in var_list]
     self._decay = [self.decays(v) for v in var_list]
+
+  def decays(self, variable):
+    """Whether weight decay applies to this (Keras) variable."""
+    if not self.weight_decay_rate:
+      return False
+    if self.semantics == "fairseq":
+      return True                     # fairseq decays every parameter
+    return release_decays(self.names.get(variable.path, variable.path))
 
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
-    if self.clip_norm:
-      grads, variables = zip(*grads_and_vars)
-      grads, _ = tf.clip_by_global_norm(dense_gradients(grads), self.clip_norm)
-      grads_and_vars = list(zip(grads, variables))
+    grads, variables = zip(*grads_and_vars)
+    grads = dense_gradients(grads)
+    if self.clip_norm:   # Keras' own global_clipnorm clips each replica's share instead
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+    if self.grad_scales:
+      index = [self._get_variable_index(v) for v in trainable_variables]
+      grads = [g if g is None or self._scale[i] is None else g * self._scale[i]
+               for g, i in zip(grads, index)]
     tf.__internal__.distribute.interim.maybe_merge_call(
-        self._distributed_tf_update_step, self._distribution_strategy, grads_and_vars,
-        learning_rate)
-
-  def decays(self, variable):
-    """Whether weight decay applies to this (Keras) variable."""
-    return self.weight_decay_rate > 0 and not self._decay_pattern.search(variable.path)
+        self._distributed_tf_update_step, self._distribution_strategy,
+        list(zip(grads, variables)), learning_rate)
 
   def update_step(self, gradient, variable, learning_rate):
-    dtype = variable.dtype
+    f32 = variable.dtype
     index = self._get_variable_index(variable)
-    lr = tf.cast(learning_rate, dtype)
+    lr = tf.cast(learning_rate, f32)
     if self._mult[index] is not None:
-      lr = lr * tf.constant(self._mult[index], dtype)
-    g = tf.cast(tf.convert_to_tensor(gradient), dtype)
+      lr = lr * tf.constant(self._mult[index], f32)
+    g = tf.cast(tf.convert_to_tensor(gradient), f32)
     m, v = self._m[index], self._v[index]
-    b1, b2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
-    new_m = b1 * m + (1 - b1) * g
-    new_v = b2 * v + (1 - b2) * tf.square(g)
+    eps = tf.constant(self.epsilon, f32)
+    if self.rule == "adam_weight_decay":
+      # model_utils.AdamWeightDecayOptimizer: 1 - beta in Python (double), then float32.
+      new_m = tf.constant(self.beta_1, f32) * m + tf.constant(1.0 - self.beta_1, f32) * g
+      new_v = tf.constant(self.beta_2, f32) * v + tf.constant(1.0 - self.beta_2, f32) * (g * g)
+      update = new_m / (tf.sqrt(new_v) + eps)
+      if self._decay[index]:
+        update += tf.constant(self.weight_decay_rate, f32) * variable
+      self.assign(m, new_m)
+      self.assign(v, new_v)
+      self.assign_sub(variable, lr * update)
+      return
+    t = tf.cast(self.iterations + 1, tf.float64)
+    if self.rule == "tf1_adam":
+      # TF1's ApplyAdam kernel, float32 throughout: m += (g - m)(1 - b1), v += (g² - v)(1 - b2),
+      # w -= m alpha / (sqrt(v) + eps), alpha = lr sqrt(1 - b2^t) / (1 - b1^t).
+      one = tf.constant(1.0, f32)
+      b1, b2 = tf.constant(self.beta_1, f32), tf.constant(self.beta_2, f32)
+      b1_power = tf.pow(b1, tf.cast(t, f32))
+      b2_power = tf.pow(b2, tf.cast(t, f32))
+      alpha = lr * tf.sqrt(one - b2_power) / (one - b1_power)
+      new_m = m + (g - m) * (one - b1)
+      new_v = v + (g * g - v) * (one - b2)
+      self.assign(m, new_m)
+      self.assign(v, new_v)
+      self.assign_sub(variable, (new_m * alpha) / (tf.sqrt(new_v) + eps))
+      return
+    # fairseq.optim.adam.Adam: moments with 1 - beta from Python, step size in double, decay
+    # w -= lr wd w before the step w -= step_size m / (sqrt(v) + eps).
+    new_m = m * tf.constant(self.beta_1, f32) + tf.constant(1.0 - self.beta_1, f32) * g
+    new_v = v * tf.constant(self.beta_2, f32) + tf.constant(1.0 - self.beta_2, f32) * g * g
+    lr64 = tf.cast(lr, tf.float64)
+    step_size = lr64 * tf.sqrt(1.0 - tf.pow(tf.constant(self.beta_2, tf.float64), t)) / (
+        1.0 - tf.pow(tf.constant(self.beta_1, tf.float64), t))
     self.assign(m, new_m)
     self.assign(v, new_v)
-    if self.bias_correction:
-      t = tf.cast(self.iterations + 1, dtype)
-      new_m = new_m / (1 - tf.pow(b1, t))
-      new_v = new_v / (1 - tf.pow(b2, t))
-    update = new_m / (tf.sqrt(new_v) + tf.cast(self.epsilon, dtype))
+    w = variable
     if self._decay[index]:
-      update += tf.cast(self.weight_decay_rate, dtype) * variable
-    self.assign_sub(variable, lr * update)
+      w = w + tf.cast(-lr64 * self.weight_decay_rate, f32) * w
+    self.assign(variable, w + tf.cast(-step_size, f32) * (new_m / (tf.sqrt(new_v) + eps)))
 
   def get_config(self):
     config = super().get_config()
-    config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1,
-                  beta_2=self.beta_2, epsilon=self.epsilon,
-                  bias_correction=self.bias_correction, clip_norm=self.clip_norm,
-                  exclude_from_decay=self.exclude_from_decay)
+    config.update(semantics=self.semantics, weight_decay_rate=self.weight_decay_rate,
+                  beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon,
+                  clip_norm=self.clip_norm)
     return config
 
 
 def build_optimizer(model, learning_rate, train_steps, warmup_steps=0, decay_method="linear",
-                    min_lr_ratio=0.0, weight_decay=0.0, adam_epsilon=1e-6, clip=1.0,
-                    lr_layer_decay_rate=1.0, grad_accumulation_steps=1):
-  """The optimizer every task uses, from the common flags."""
+                    min_lr_ratio=0.0, weight_decay=0.0, adam_epsilon=1e-8, adam_beta1=0.9,
+                    adam_beta2=0.999, clip=1.0, lr_layer_decay_rate=1.0,
+                    layer_decay_method="release", optimizer="release",
+                    grad_accumulation_steps=1):
+  """The optimizer every task uses, from resolved settings (training/recipes.py)."""
+  if layer_decay_method not in LAYER_DECAY_METHODS:
+    raise ValueError(f"--layer_decay_method must be one of {', '.join(LAYER_DECAY_METHODS)}, "
+                     f"got {layer_decay_method!r}")
   schedule = WarmupDecay(learning_rate, train_steps, warmup_steps, decay_method, min_lr_ratio)
-  return AdamWeightDecay(
-      learning_rate=schedule, weight_decay_rate=weight_decay, epsilon=adam_epsilon,
-      clip_norm=clip if clip > 0 else None,
-      gradient_accumulation_steps=grad_accumulation_steps if grad_accumulation_steps > 1 else None,
-      lr_multipliers=layer_decay_multipliers(model, lr_layer_decay_rate))
+  paper = layer_decay_method == "paper"
+  return Adam(
+      learning_rate=schedule, semantics=optimizer, weight_decay_rate=weight_decay,
+      beta_1=adam_beta1, beta_2=adam_beta2, epsilon=adam_epsilon,
+      clip_norm=clip if clip > 0 else None, names=reference_names(model),
+      grad_scales=None if paper else release_layer_grad_scales(model, lr_layer_decay_rate),
+      lr_multipliers=layer_decay_multipliers(model, lr_layer_decay_rate) if paper else None,
+      gradient_accumulation_steps=grad_accumulation_steps if grad_accumulation_steps > 1 else None)
+
+
+def describe(settings):
+  """One line naming the update rule and its settings, for logs and reports."""
+  s = settings
+  if s["optimizer"] == "fairseq":
+    rule = "fairseq Adam (bias-corrected, decoupled decay on every weight)"
+  elif s["weight_decay"] > 0:
+    rule = "release AdamWeightDecayOptimizer (no bias correction)"
+  else:
+    rule = "release tf.train.AdamOptimizer (TF1 bias correction)"
+  text = (f"{rule}; lr {s['learning_rate']:g}, warmup {s['warmup_steps']}, "
+          f"{DECAY_METHODS[s['decay_method']]} decay to {s['min_lr_ratio']:g} x lr, "
+          f"betas ({s['adam_beta1']:g}, {s['adam_beta2']:g}), eps {s['adam_epsilon']:g}, "
+          f"weight decay {s['weight_decay']:g}, clip {s['clip']:g}")
+  if s["lr_layer_decay_rate"] != 1.0:
+    how = ("per-layer learning rates (paper)" if s["layer_decay_method"] == "paper"
+           else "clipped layer gradients scaled (release)")
+    text += f", layer decay {s['lr_layer_decay_rate']:g}: {how}"
+  return text + f" [recipe {s.get('recipe', '?')}]"

@@ -27,7 +27,7 @@ OBJECTIVES = ("plm", "mlm", "mpnet")
 
 @dataclasses.dataclass(kw_only=True)
 class PretrainConfig(OptimizerConfig):
-  record_dir: str
+  record_dir: str = None         # None: batches come from elsewhere (training/stepper.py)
   seq_len: int = 512
   reuse_len: int = 256
   num_predict: int = 85
@@ -44,6 +44,12 @@ class PretrainConfig(OptimizerConfig):
 
 class PretrainTask(Task):
   """See training/trainer.py for the interface."""
+
+  recipe_script = "pretrain"
+
+  @property
+  def family(self):
+    return "mpnet" if self.config.objective == "mpnet" else "xlnet"
 
   def __init__(self, config, model_config, run_config, init_checkpoint=None, export_hf_dir=None):
     if config.objective not in OBJECTIVES:
@@ -62,10 +68,11 @@ class PretrainTask(Task):
     self.tokens_per_step = config.bsz_per_host * config.num_hosts * config.seq_len
     # Fail early, with the records' own explanation, if the flags do not match or a record
     # file does not match its info (record_format.find_records), before any step runs.
-    pipeline.pretrain_dataset(config.record_dir, config.seq_len, config.reuse_len,
-                              config.num_predict, config.bsz_per_host, config.bi_data,
-                              config.num_core_per_host, vocab_size=vocab,
-                              verify=config.verify_records)
+    if config.record_dir:
+      pipeline.pretrain_dataset(config.record_dir, config.seq_len, config.reuse_len,
+                                config.num_predict, config.bsz_per_host, config.bi_data,
+                                config.num_core_per_host, vocab_size=vocab,
+                                verify=config.verify_records)
     self.vocab_size = vocab
     self.export_hf_dir = export_hf_dir
     if export_hf_dir:   # a config Hugging Face cannot hold fails now, not after training
@@ -84,6 +91,9 @@ class PretrainTask(Task):
     and hands consecutive elements to its num_core_per_host replicas, as the records are laid
     out, so each replica's rows stay the same lanes from step to step."""
     c = self.config
+    if not c.record_dir:
+      raise ValueError("this PretrainTask has no record_dir: feed its batches with "
+                       "training.stepper.Stepper")
     host_id = input_context.input_pipeline_id if input_context else 0
     num_hosts = input_context.num_input_pipelines if input_context else 1
     replicas = input_context.num_replicas_in_sync if input_context else 1

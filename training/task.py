@@ -6,21 +6,31 @@ import tensorflow as tf
 
 from modeling import checkpoint
 from training import optimization
+from training import recipes
 
 
 
 @dataclasses.dataclass(kw_only=True)
 class OptimizerConfig:
-  """The optimizer/schedule settings every task config carries (training/flags.py)."""
-  learning_rate: float = 1e-4
+  """The optimizer/schedule settings every task config carries (training/flags.py).
+
+  A field left None takes the value of `recipe` for the task's model family and script
+  (training/recipes.py); `Task.optimizer_settings()` gives the resolved values.
+  """
+  recipe: str = "release"              # release (the code's defaults) | paper (the papers')
+  optimizer: str = None                # release | fairseq (training/optimization.py)
+  learning_rate: float = None
   train_steps: int = 1000
-  warmup_steps: int = 0
-  decay_method: str = "linear"
-  min_lr_ratio: float = 0.0
-  weight_decay: float = 0.0
-  adam_epsilon: float = 1e-6
-  clip: float = 1.0
-  lr_layer_decay_rate: float = 1.0
+  warmup_steps: float = None           # steps, or a fraction of train_steps when < 1
+  decay_method: str = None             # linear (the release's "poly") | cosine
+  min_lr_ratio: float = None
+  weight_decay: float = None
+  adam_epsilon: float = None
+  adam_beta1: float = None
+  adam_beta2: float = None
+  clip: float = None                   # global-norm clipping; 0 = off
+  lr_layer_decay_rate: float = None
+  layer_decay_method: str = None       # release (scale clipped layer gradients) | paper (lrs)
   grad_accumulation_steps: int = 1
   seed: int = 0
 
@@ -41,22 +51,31 @@ def static_batches(ds, batch_size):
   return ds.map(fix)
 
 
-OPTIMIZER_FIELDS = tuple(f.name for f in dataclasses.fields(OptimizerConfig) if f.name != "seed")
+OPTIMIZER_FIELDS = tuple(f.name for f in dataclasses.fields(OptimizerConfig)
+                         if f.name not in ("seed", "train_steps"))
 
 
 class Task:
   """Defaults: no carried state, the common optimizer, init from --init_checkpoint.
 
-  Subclasses set `self.config` (with the OPTIMIZER_FIELDS it has), `self.seed`,
-  `self.init_checkpoint` and `self.tokens_per_step`.
+  Subclasses set `self.config` (an OptimizerConfig), `self.seed`, `self.init_checkpoint`,
+  `self.tokens_per_step`, `recipe_script` (pretrain | classifier | squad | race) and `family`
+  (xlnet | mpnet): together they pick the recipe that fills unset optimizer settings.
   """
 
   state_dtype = tf.float32
   init_checkpoint = None
+  recipe_script = "classifier"
+  family = "xlnet"
+
+  def optimizer_settings(self):
+    """The resolved optimizer settings (training/recipes.resolve)."""
+    return recipes.resolve(self.config, self.family, self.recipe_script)
 
   def build_optimizer(self, model):
-    kwargs = {k: getattr(self.config, k) for k in OPTIMIZER_FIELDS}
-    return optimization.build_optimizer(model, **kwargs)
+    settings = self.optimizer_settings()
+    kwargs = {k: settings[k] for k in OPTIMIZER_FIELDS if k != "recipe"}
+    return optimization.build_optimizer(model, train_steps=settings["train_steps"], **kwargs)
 
   def initialize(self, model, log):
     if self.init_checkpoint:

@@ -155,6 +155,9 @@ class Trainer:
     objects.update({f"rng.{i:04d}": v for i, v in enumerate(rng_states)})
     objects.update(step=self.step, state=self.state_store)
     self.checkpoint = tf.train.Checkpoint(**objects)
+    if self.model_dir is None:            # training.stepper.Stepper without a directory
+      self.manager = self.save_manager = None
+      return
     # Every host resumes from model_dir; a non-chief saves into its temporary write_dir
     # (taking part in the save's collectives), which is discarded.
     self.manager = tf.train.CheckpointManager(
@@ -163,8 +166,20 @@ class Trainer:
         tf.train.CheckpointManager(self.checkpoint, fileio.join(self.write_dir, "ckpt"),
                                    max_to_keep=self.keep)
 
+  def _record_optimizer(self):
+    """Logs the resolved optimizer settings and writes them to MODEL_DIR/optimizer.json (what
+    the run used, for reports)."""
+    settings = getattr(self.task, "optimizer_settings", None)
+    if settings is None:
+      return
+    settings = settings()
+    self.log(f"optimizer: {optimization.describe(settings)}")
+    fileio.write_atomic(fileio.join(self.write_dir, "optimizer.json"),
+                        json.dumps({"description": optimization.describe(settings),
+                                    **settings}, indent=1))
+
   def _restore(self):
-    latest = self.manager.latest_checkpoint
+    latest = self.manager.latest_checkpoint if self.manager else None
     if latest:
       ckpt_lib.read_checkpoint(self.checkpoint, latest, self.manager.checkpoints)  # 1-line errors
       self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
@@ -193,7 +208,10 @@ class Trainer:
     self.state_store.assign(self.strategy.gather(expanded, axis=0))
 
   # ---- the loop -------------------------------------------------------------
-  def _make_loop(self):
+  def _make_step(self):
+    """one_step(batch, state, step) -> (loss, metrics, state): one training step of every
+    replica on its per-replica batch (graph mode: call it inside a tf.function). metrics
+    hold the task's, the gradient norm before clipping and the learning rate of the step."""
     task, model, optimizer, strategy = self.task, self.model, self.optimizer, self.strategy
     single = (strategy.num_replicas_in_sync == 1
               and not isinstance(strategy, tf.distribute.TPUStrategy))
@@ -203,7 +221,8 @@ class Trainer:
         loss, metrics, new_state = task.loss(model, batch, state, step, training=True)
         scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
       grads = optimization.dense_gradients(tape.gradient(scaled, model.trainable_variables))
-      metrics = dict(metrics, grad_norm=tf.linalg.global_norm(grads))
+      metrics = dict(metrics, grad_norm=tf.linalg.global_norm(grads),
+                     learning_rate=tf.cast(optimizer.learning_rate, tf.float32))
       return loss, metrics, new_state, grads
 
     def full_step(batch, state, step):   # compute + update, one XLA cluster (one replica)
@@ -221,12 +240,18 @@ class Trainer:
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss, metrics, new_state
 
-    def one_step(iterator, state, step):
-      loss, metrics, state = strategy.run(replica_fn, args=(next(iterator), state, step))
+    def one_step(batch, state, step):
+      loss, metrics, state = strategy.run(replica_fn, args=(batch, state, step))
       loss = strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None)
       metrics = {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                  for k, v in metrics.items()}
       return loss, metrics, state
+
+    return one_step
+
+  def _make_loop(self):
+    step_fn = self._make_step()
+    one_step = lambda iterator, state, step: step_fn(next(iterator), state, step)
 
     @tf.function
     def host_loop(iterator, state, num_steps):
@@ -271,6 +296,7 @@ class Trainer:
     self._build()
     self.best, self.eval_history = None, []
     restored = self._restore()
+    self._record_optimizer()
     start_step = int(self.step.numpy())
     dataset = self.strategy.distribute_datasets_from_function(
         lambda ctx: self.task.dataset(ctx, skip_batches=start_step))
@@ -291,7 +317,8 @@ class Trainer:
       step += n
       done_since += n
       elapsed = time.time() - t
-      lr = float(self.optimizer.learning_rate)
+      metrics = dict(metrics)
+      lr = float(metrics.pop("learning_rate"))    # the mean over the loop's steps
       rate = self.task.tokens_per_step * n / max(elapsed, 1e-9)
       eta = (time.time() - t0) / done_since * (self.train_steps - step)
       history.append((step, loss))
