@@ -256,6 +256,21 @@ def verify_records(files_and_infos, mode="auto"):
                        f"({want[:12]}...): the file (or its info) is corrupted; {REWRITE}")
 
 
+def info_paths(record_dir, split="train"):
+  """The record-info files of `split` in `record_dir`; FileNotFoundError (one line) if none."""
+  infos = fileio.glob(fileio.join(record_dir, f"{INFO_PREFIX}{split}-*.json"))
+  if not infos:
+    raise FileNotFoundError(
+        f"{record_dir}: no {INFO_PREFIX}{split}-*.json (was data_utils/create_pretrain_data.py "
+        f"run with --output_dir={record_dir} --split={split}?)")
+  return infos
+
+
+def _none_matching(record_dir, num_infos, path, diff):
+  return (f"{record_dir}: {num_infos} record files, none matching: "
+          f"{fileio.basename(path)} has {', '.join(diff)}")
+
+
 def find_records(record_dir, split="train", verify="size", **expected):
   """Record files and infos in `record_dir` whose params match `expected`.
 
@@ -267,11 +282,7 @@ def find_records(record_dir, split="train", verify="size", **expected):
   Returns (params, [record paths], total batches). Raises FileNotFoundError or ValueError with
   one line saying what is there and what differs.
   """
-  infos = fileio.glob(fileio.join(record_dir, f"{INFO_PREFIX}{split}-*.json"))
-  if not infos:
-    raise FileNotFoundError(
-        f"{record_dir}: no {INFO_PREFIX}{split}-*.json (was data_utils/create_pretrain_data.py "
-        f"run with --output_dir={record_dir} --split={split}?)")
+  infos = info_paths(record_dir, split)
   matching, first_diff = [], None
   for path in infos:
     info, params = load_info(path)
@@ -284,9 +295,7 @@ def find_records(record_dir, split="train", verify="size", **expected):
   if not matching and first_diff is None:
     raise ValueError(f"{record_dir}: every shard was too short for one batch")
   if not matching:
-    path, diff = first_diff
-    raise ValueError(f"{record_dir}: {len(infos)} record files, none matching: "
-                     f"{fileio.basename(path)} has {', '.join(diff)}")
+    raise ValueError(_none_matching(record_dir, len(infos), *first_diff))
   if len({p for _, _, p in matching}) > 1:
     raise ValueError(f"{record_dir}: matching record files disagree on parameters; "
                      "pass the differing ones explicitly")
@@ -299,6 +308,88 @@ def find_records(record_dir, split="train", verify="size", **expected):
       raise ValueError(f"{path}: record file without a record-info (an interrupted writer?); "
                        f"{REWRITE}")
   return params, files, sum(info["num_batch"] for _, info, _ in matching)
+
+
+# ---- training side: parameters not given default to the records' ------------------------------
+# What chooses each training parameter in run_pretrain.py (vocab_size: the model config).
+_CHOSEN_BY = {"seq_len": "--seq_len", "reuse_len": "--reuse_len", "num_predict": "--num_predict",
+              "bsz_per_host": "--bsz_per_host", "num_core_per_host": "--num_core_per_host",
+              "bi_data": "--bi_data/--nobi_data", "vocab_size": "the model config's vocabulary"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedParams:
+  """resolve_training_params' answer: `values` {key: value} for every TRAINING_KEYS key,
+  `from_records` the keys taken from the records (the rest were given), `info_files` the
+  record-info files of the record set they come from."""
+  values: dict
+  from_records: tuple
+  info_files: tuple
+
+  def summary(self):
+    """One line naming the values taken from the records ("" when every value was given)."""
+    if not self.from_records:
+      return ""
+    taken = " ".join(f"{k}={self.values[k]}" for k in self.from_records)
+    more = f" and {len(self.info_files) - 1} more" if len(self.info_files) > 1 else ""
+    return f"records: {taken} (from {fileio.basename(self.info_files[0])}{more})"
+
+
+def _alternatives(values):
+  values = [str(v) for v in sorted(values)]
+  return ", ".join(values[:-1]) + " or " + values[-1]
+
+
+def resolve_training_params(record_dir, split="train", **given):
+  """Every training parameter (TRAINING_KEYS): the given ones, and the records' for the rest.
+
+  `given`: {key: value} fixed by the caller (flags passed on the command line; None = not
+  given). A record set is the shards of `split` in `record_dir` that share their RecordParams;
+  the given values select the sets that have them (sets with data before sets whose every shard
+  was too short for one batch), and each key not given takes the value of the one set left.
+  The shards themselves are checked later, by find_records. Returns a ResolvedParams. Raises
+  FileNotFoundError (no record-info) or ValueError, one line: a broken record-info (load_info);
+  no set has the given values (what differs in the nearest set, as find_records says it);
+  several sets are left (the values that differ and the flags that choose).
+  """
+  unknown = sorted(set(given) - set(TRAINING_KEYS))
+  if unknown:
+    raise TypeError(f"resolve_training_params: not a training parameter: {', '.join(unknown)}")
+  given = {k: given[k] for k in TRAINING_KEYS if given.get(k) is not None}
+  infos = info_paths(record_dir, split)
+  loaded = [load_info(infos[0])]
+  with concurrent.futures.ThreadPoolExecutor(min(16, len(infos))) as pool:   # gs://: latency
+    loaded += pool.map(load_info, infos[1:])
+  sets, with_data = {}, set()                     # {RecordParams: [its infos]}, in name order
+  for path, (info, params) in zip(infos, loaded):
+    sets.setdefault(params, []).append(path)
+    if info["num_batch"]:
+      with_data.add(params)
+
+  def diff(params):
+    return [f"{k}={getattr(params, k)!r} (asked {v!r})" for k, v in given.items()
+            if getattr(params, k) != v]
+
+  matching = [p for p in sets if not diff(p)]
+  if not matching:
+    nearest = min(sets, key=lambda p: len(diff(p)))
+    raise ValueError(_none_matching(record_dir, len(infos), sets[nearest][0], diff(nearest)))
+  matching = [p for p in matching if p in with_data] or matching
+  if len(matching) > 1:
+    differ = {f.name: {getattr(p, f.name) for p in matching}
+              for f in dataclasses.fields(RecordParams)}
+    differ = {k: v for k, v in differ.items() if len(v) > 1}
+    choose = [_CHOSEN_BY[k] for k in differ if k in _CHOSEN_BY]
+    fit = f" with {' '.join(f'{k}={v}' for k, v in given.items())}" if given else ""
+    raise ValueError(
+        f"{record_dir}: {len(matching)} record sets{fit}, differing in "
+        + ", ".join(f"{k} ({_alternatives(v)})" for k, v in differ.items()) + "; "
+        + (f"pass {' and '.join(choose)} to choose one" if choose else
+           "no training flag chooses between them: keep one record set per directory"))
+  params = matching[0]
+  return ResolvedParams(values={k: given.get(k, getattr(params, k)) for k in TRAINING_KEYS},
+                        from_records=tuple(k for k in TRAINING_KEYS if k not in given),
+                        info_files=tuple(sets[params]))
 
 
 _DATA_LOSS = re.compile(r"(corrupted|truncated) record at (\d+)")

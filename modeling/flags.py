@@ -5,8 +5,16 @@ from absl import flags
 from modeling.config import RunConfig, XLNetConfig
 
 
-def define_model_flags():
-  """Flags every script that builds an XLNet accepts."""
+def define_model_flags(record_defaults=False):
+  """Flags every script that builds an XLNet accepts.
+
+  record_defaults (run_pretrain.py): --reuse_len and --bi_data are also parameters of the
+  pretraining records; not given, they take the records' values (the script tells them apart
+  with FLAGS[name].present), so their help says so instead of showing the defaults below, which
+  stay those of the fine-tuning scripts.
+  """
+  records = ("; default: the records' value (checked against them when given)."
+             if record_defaults else ".")
   flags.DEFINE_string("model_config_path", None,
                       "xlnet_config.json of the model (released or written by this project), or "
                       "a Hugging Face XLNet config.json.")
@@ -22,9 +30,13 @@ def define_model_flags():
   flags.DEFINE_float("dropatt", 0.1, "Dropout rate on attention probabilities.")
   flags.DEFINE_integer("mem_len", 0, "Tokens of memory cached per layer (0 = none).")
   flags.DEFINE_integer("reuse_len", 0, "Only the first reuse_len tokens of a segment are "
-                       "cached as memory (0 = all).")
+                       "cached as memory" + (" (the records' reuse part)" if record_defaults
+                                             else " (0 = all)") + records)
   flags.DEFINE_bool("bi_data", False, "Forward positions for the first half of the batch, "
-                    "backward for the second (batch must be even).")
+                    "backward for the second (batch must be even)" + records)
+  if record_defaults:    # absl would print "(default: ...)": not what run_pretrain.py uses
+    for name in ("reuse_len", "bi_data"):
+      flags.FLAGS[name].default_as_str = None
   flags.DEFINE_integer("clamp_len", -1, "Clip relative positions to [-clamp_len, clamp_len] "
                        "(-1 = no clipping).")
   flags.DEFINE_bool("same_length", False, "(uni only) every query sees the same number of keys.")
