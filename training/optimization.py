@@ -199,6 +199,10 @@ class Adam(keras.optimizers.Optimizer):
     super().build(var_list)
     self._m = [self.add_variable_from_reference(v, "m") for v in var_list]
     self._v = [self.add_variable_from_reference(v, "v") for v in var_list]
+    # beta^(t-1), multiplied by beta once per update as TF1's AdamOptimizer keeps its
+    # beta1_power / beta2_power (the same float32 roundings as the release's accumulators)
+    self._beta_powers = [self.add_variable((), initializer="ones", name=f"beta_{i}_power")
+                         for i in (1, 2)]
     # Indexed by position: under tf.distribute update_step sees per-device variables.
     self._mult = [self.lr_multipliers.get(v.path) for v in var_list]
     self._scale = [self.grad_scales.get(v.path) for v in var_list]
@@ -227,6 +231,12 @@ class Adam(keras.optimizers.Optimizer):
         self._distributed_tf_update_step, self._distribution_strategy,
         list(zip(grads, variables)), learning_rate)
 
+  def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
+    super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
+    for power, beta in zip(self._beta_powers, (self.beta_1, self.beta_2)):
+      distribution.extended.update(
+          power, lambda p, b=beta: p.assign(p * tf.constant(b, p.dtype)), group=False)
+
   def update_step(self, gradient, variable, learning_rate):
     f32 = variable.dtype
     index = self._get_variable_index(variable)
@@ -253,8 +263,8 @@ class Adam(keras.optimizers.Optimizer):
       # w -= m alpha / (sqrt(v) + eps), alpha = lr sqrt(1 - b2^t) / (1 - b1^t).
       one = tf.constant(1.0, f32)
       b1, b2 = tf.constant(self.beta_1, f32), tf.constant(self.beta_2, f32)
-      b1_power = tf.pow(b1, tf.cast(t, f32))
-      b2_power = tf.pow(b2, tf.cast(t, f32))
+      b1_power = self._beta_powers[0] * b1
+      b2_power = self._beta_powers[1] * b2
       alpha = lr * tf.sqrt(one - b2_power) / (one - b1_power)
       new_m = m + (g - m) * (one - b1)
       new_v = v + (g * g - v) * (one - b2)
