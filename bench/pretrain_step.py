@@ -103,7 +103,7 @@ def ours(policy, n_steps, xla="full", bound=False):
            "target_mapping": data["mapping"], "target": data["target"],
            "input_mask": np.zeros([B, L], np.float32)}
   batch = {k: tf.constant(v) for k, v in batch.items()}
-  opt = optimization.AdamWeightDecay(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
+  opt = optimization.Adam(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
   opt.build(model.trainable_variables)
 
   from training import trainer as trainer_lib
@@ -146,7 +146,7 @@ def mpnet_step(policy, n_steps, xla="full"):
     is_masked[b, rng.choice(L, P, replace=False)] = True
   is_masked = tf.constant(is_masked)
   rank = tf.constant(np.stack([rng.permutation(L) for _ in range(B)]), tf.int32)
-  opt = optimization.AdamWeightDecay(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
+  opt = optimization.Adam(learning_rate=1e-4, weight_decay_rate=0.01, clip_norm=1.0)
   opt.build(model.trainable_variables)
 
   @trainer_lib.compile_step(xla)
