@@ -103,16 +103,25 @@ def parse_records(text):
           "tokens": int(m.group(2).replace(",", ""))} if m else {}
 
 
+def optimizer_used(text):
+  """The update rule and its settings a training log names (the trainer's "optimizer: RULE |
+  SCHEDULE" line), or None."""
+  match = re.search(r"^optimizer: (.*?)(?: \| .*)?$", text, re.M)
+  return match.group(1) if match else None
+
+
 def parse_pretrain(text):
   curve = training_curve(text)
   rates = [float(m.group(1).replace(",", "")) for m in re.finditer(r"([\d,]+) tokens/s", text)]
   return {"curve": curve, "final_loss": curve[-1][1] if curve else None,
-          "tokens_per_s": sorted(rates)[len(rates) // 2] if rates else None}
+          "tokens_per_s": sorted(rates)[len(rates) // 2] if rates else None,
+          "optimizer": optimizer_used(text)}
 
 
 def _parse_finetune(key):
   def parse(text):
-    return {"curve": training_curve(text), "metrics": last_json(text, key)}
+    return {"curve": training_curve(text), "metrics": last_json(text, key),
+            "optimizer": optimizer_used(text)}
   return parse
 
 
@@ -247,7 +256,7 @@ class Pipeline:
             f"--train_steps={p.pretrain_steps}", f"--learning_rate={p.pretrain_lr}",
             f"--warmup_steps={p.warmup}", f"--save_every={p.pretrain_save_every}",
             f"--steps_per_loop={p.steps_per_loop}", f"--dropout={p.dropout}",
-            f"--dropatt={p.dropout}", f"--seed={self.seed}"] + (
+            f"--dropatt={p.dropout}", f"--seed={self.seed}", *p.optimizer_flags] + (
                 [f"--mpnet_mode={mode}"] if mode else [])
     return Stage(f"pretrain-{name}", f"{p.pretrain_steps} steps of {name}",
                  p.overhead_s + p.pretrain_steps * p.pretrain_step_s, argv=argv,
@@ -276,7 +285,8 @@ class Pipeline:
              f"--train_steps={steps}", f"--warmup_steps={max(1, steps // 10)}",
              f"--learning_rate={lr}", f"--save_every={steps}",
              f"--steps_per_loop={min(p.steps_per_loop, steps)}", f"--dropout={p.dropout}",
-             f"--dropatt={p.dropout}", f"--seed={seed}"] + self._model_flags(arm))
+             f"--dropatt={p.dropout}", f"--seed={seed}", *p.optimizer_flags]
+            + self._model_flags(arm))
 
   def _task_flags(self, task, split):
     """The script and its task flags; split "dev" (learning-rate choice) or "test"."""

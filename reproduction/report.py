@@ -368,6 +368,24 @@ def _summary(agg, unigram, data):
   return [f"- {l}" for l in lines]
 
 
+def _optimizer_lines(results):
+  """Which optimizer semantics each training stage used, as its log names them."""
+  used = {}
+  for name, r in results.items():
+    if isinstance(r, dict) and r.get("optimizer"):
+      used.setdefault(r["optimizer"], []).append(name)
+  if not used:
+    return []
+  if len(used) == 1:
+    (rule, stages), = used.items()
+    return [f"- Optimizer, the same for all {len(stages)} training runs (pretraining and every "
+            f"fine-tuning arm, XLNet and MPNet alike): {rule}. The quickstart pins it so that "
+            "arms differ by objective and architecture only; the scripts' defaults differ by "
+            "family (MPNet's is fairseq's Adam: README, 'Optimizer semantics and recipes')."]
+  return ["- Optimizers used (as each run's log names them):"] + [
+      f"  - {rule}: {', '.join(sorted(stages))}" for rule, stages in sorted(used.items())]
+
+
 def _table(header, rows):
   out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
   out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -438,8 +456,9 @@ def write_report(pipeline, results, times):
          f"{', '.join(map(str, p.qa_seeds))}. Each run is evaluated once, at its end (no "
          "checkpoint is picked on an evaluation set); the test split is read only by the "
          "final runs. The spread is over fine-tuning seeds only: each objective is pretrained "
-         "once.",
-         "", "## Pretraining", ""]
+         "once."]
+  md += _optimizer_lines(results)
+  md += ["", "## Pretraining", ""]
   if agg["pretrain"]:
     md += _table(["objective", "final loss", "tokens/s", "time"],
                  [(o, f"{r['final_loss']:.3f}", f"{r['tokens_per_s'] or 0:,.0f}",

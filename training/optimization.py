@@ -315,7 +315,8 @@ def build_optimizer(model, learning_rate, train_steps, warmup_steps=0, decay_met
 
 
 def describe(settings):
-  """One line naming the update rule and its settings, for logs and reports."""
+  """One line naming the update rule and its settings (before " | ") and the schedule (after),
+  for logs and reports."""
   s = settings
   if s["optimizer"] == "fairseq":
     rule = "fairseq Adam (bias-corrected, decoupled decay on every weight)"
@@ -323,12 +324,13 @@ def describe(settings):
     rule = "release AdamWeightDecayOptimizer (no bias correction)"
   else:
     rule = "release tf.train.AdamOptimizer (TF1 bias correction)"
-  text = (f"{rule}; lr {s['learning_rate']:g}, warmup {s['warmup_steps']}, "
-          f"{DECAY_METHODS[s['decay_method']]} decay to {s['min_lr_ratio']:g} x lr, "
-          f"betas ({s['adam_beta1']:g}, {s['adam_beta2']:g}), eps {s['adam_epsilon']:g}, "
-          f"weight decay {s['weight_decay']:g}, clip {s['clip']:g}")
+  text = (f"{rule}, betas ({s['adam_beta1']:g}, {s['adam_beta2']:g}), eps "
+          f"{s['adam_epsilon']:g}, weight decay {s['weight_decay']:g}, clip {s['clip']:g}")
   if s["lr_layer_decay_rate"] != 1.0:
     how = ("per-layer learning rates (paper)" if s["layer_decay_method"] == "paper"
            else "clipped layer gradients scaled (release)")
     text += f", layer decay {s['lr_layer_decay_rate']:g}: {how}"
-  return text + f" [recipe {s.get('recipe', '?')}]"
+  text += f" [recipe {s.get('recipe', '?')}]"
+  return (text + f" | lr {s['learning_rate']:g}, warmup {s['warmup_steps']}, "
+          f"{DECAY_METHODS[s['decay_method']]} decay to {s['min_lr_ratio']:g} x lr at step "
+          f"{s['train_steps']}")
