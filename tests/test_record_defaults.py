@@ -91,7 +91,7 @@ def test_resolve_chooses_among_record_sets_by_the_given_values(ram_dir):
     assert resolved.values["seq_len"] == seq_len and "seq_len" not in resolved.from_records
     assert resolved.info_files == tuple(
         fileio.join(ram_dir, params.info_name("train", k)) for k in range(count))
-  # none has seq_len=64: the nearest set (agreeing on bi_data) is the one named
+  # none has seq_len=64: the set nearest the given values is named (ties: first by name)
   with pytest.raises(ValueError,
                      match=r"none matching: .*seqlen-32.* has seq_len=32 \(asked 64\)$"):
     record_format.resolve_training_params(ram_dir, seq_len=64, bi_data=True)
