@@ -177,6 +177,14 @@ def test_quickstart_tiny_end_to_end(tmp_path):
                   "### Learning-rate choice on dev", "### Linear probes",
                   "### MPNet's weights in its three modes"):
     assert heading in report
+  # every training run (pretraining and fine-tuning, XLNet and MPNet) names its optimizer in its
+  # log; the report says they all used the one the quickstart pins
+  optimizers = {json.loads(path.read_text())["results"].get("optimizer")
+                for path in (out / "stages").glob("*.json")
+                if path.stem.startswith(("pretrain-", "classify-", "squad-", "race-"))}
+  assert optimizers == {"release tf.train.AdamOptimizer (TF1 bias correction), betas (0.9, "
+                        "0.999), eps 1e-06, weight decay 0, clip 1"}, optimizers
+  assert "- Optimizer, the same for all" in report and "tf.train.AdamOptimizer" in report
   results = json.loads((out / "results.json").read_text())
   assert set(results["aggregate"]["classify"]) >= {"plm", "mpnet"}
   assert results["aggregate"]["pretrain"]["plm"]["curve"]

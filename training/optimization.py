@@ -235,7 +235,7 @@ class Adam(keras.optimizers.Optimizer):
     super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
     for power, beta in zip(self._beta_powers, (self.beta_1, self.beta_2)):
       distribution.extended.update(
-          power, lambda p, b=beta: p.assign(p * tf.constant(b, p.dtype)), group=False)
+          power.value, lambda p, b=beta: p.assign(p * tf.constant(b, p.dtype)), group=False)
 
   def update_step(self, gradient, variable, learning_rate):
     f32 = variable.dtype
@@ -330,7 +330,6 @@ def describe(settings):
     how = ("per-layer learning rates (paper)" if s["layer_decay_method"] == "paper"
            else "clipped layer gradients scaled (release)")
     text += f", layer decay {s['lr_layer_decay_rate']:g}: {how}"
-  text += f" [recipe {s.get('recipe', '?')}]"
   return (text + f" | lr {s['learning_rate']:g}, warmup {s['warmup_steps']}, "
           f"{DECAY_METHODS[s['decay_method']]} decay to {s['min_lr_ratio']:g} x lr at step "
-          f"{s['train_steps']}")
+          f"{s['train_steps']}; unset settings from recipe {s.get('recipe', '?')}")
