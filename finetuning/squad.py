@@ -52,7 +52,8 @@ class SquadTask(Task):
   def family(self):
     return self.config.model_type
 
-  def __init__(self, flags_config, model_config, run_config, tokenizer, init_checkpoint=None):
+  def __init__(self, flags_config, model_config, run_config, tokenizer=None,
+               init_checkpoint=None):
     self.c, self.model_config, self.run_config = flags_config, model_config, run_config
     self.config = flags_config
     self.tokenizer, self.init_checkpoint = tokenizer, init_checkpoint

@@ -293,10 +293,11 @@ def test_pretrain_on_end_and_mpnet_export(tmp_path):
   """PretrainTask.on_end writes --export_hf_dir (XLNetLMHeadModel) beside its release-named
   export; MPNet models export through modeling/mpnet.py's names."""
   from modeling import mpnet, mpnet_models
-  from training.pretrain_task import PretrainTask
+  from training.pretrain_task import PretrainConfig, PretrainTask
   config = XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=24, n_token=61)
-  task = object.__new__(PretrainTask)   # on_end only: no records needed
-  task.mpnet, task.model_config, task.export_hf_dir = False, config, str(tmp_path / "hf")
+  task = PretrainTask(PretrainConfig(seq_len=8, reuse_len=4, num_predict=2, bsz_per_host=2,
+                                     bi_data=False), config, RUN,   # no records needed
+                      export_hf_dir=str(tmp_path / "hf"))
   task.on_end(XLNetPretrainModel(config, RUN).ensure_built(), str(tmp_path / "run"),
               lambda _: None)
   _, info = transformers.XLNetLMHeadModel.from_pretrained(str(tmp_path / "hf"),

@@ -337,3 +337,37 @@ def test_resumed_run_lands_on_the_same_bytes(tmp_path):
   assert whole.state.any() and whole.state.tobytes() == resumed.state.tobytes()
   for name, value in whole.weights().items():
     assert value.tobytes() == resumed.weights()[name].tobytes(), name
+
+
+def test_stepper_drives_squad_and_race_from_their_configs():
+  """Any task trains from in-memory batches, built from its config alone (no data, no
+  tokenizer files): SQuAD (run_squad.py's recipe: layer decay 0.75, release method) and RACE."""
+  from finetuning.race import RaceTask
+  from finetuning.squad import SquadConfig, SquadTask
+  rng = np.random.default_rng(4)
+  squad = SquadTask(SquadConfig(train_steps=3, warmup_steps=1, learning_rate=1e-2),
+                    _xlnet_config(), NO_DROPOUT)
+  assert squad.optimizer_settings()["lr_layer_decay_rate"] == 0.75
+  ids = rng.integers(9, 40, [2, 10]).astype(np.int32)
+  p_mask = np.zeros([2, 10], np.float32)
+  p_mask[:, 6:9] = 1
+  squad_batch = {"input_ids": ids, "seg_ids": (p_mask > 0).astype(np.int32),
+                 "input_mask": np.zeros([2, 10], np.float32), "p_mask": p_mask,
+                 "cls_index": np.full([2], 9, np.int32),
+                 "start_positions": np.array([1, 9], np.int32),
+                 "end_positions": np.array([3, 9], np.int32),
+                 "is_impossible": np.array([0.0, 1.0], np.float32)}
+  race = RaceTask(ClassifierConfig(task_name="race", train_steps=3, warmup_steps=1,
+                                   learning_rate=1e-2), _xlnet_config(), NO_DROPOUT)
+  race_batch = {"input_ids": rng.integers(9, 40, [2, 4, 10]).astype(np.int32),
+                "seg_ids": np.zeros([2, 4, 10], np.int32),
+                "input_mask": np.zeros([2, 4, 10], np.float32),
+                "label": np.array([1, 3], np.int32)}
+  for task, batch in ((squad, squad_batch), (race, race_batch)):
+    stepper = Stepper(task, xla="off")
+    before = stepper.weights()
+    outs = [stepper.step(batch) for _ in range(3)]
+    np.testing.assert_allclose([o["learning_rate"] for o in outs], [0.0, 0.01, 0.005], rtol=1e-6)
+    assert outs[2]["loss"] < outs[0]["loss"]
+    moved = [n for n, v in stepper.weights().items() if not np.array_equal(v, before[n])]
+    assert "model/transformer/layer_0/ff/layer_1/kernel" in moved
