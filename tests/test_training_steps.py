@@ -130,6 +130,29 @@ def _classifier(lr, model_type="xlnet", untie_r=True, **opt):
   return ClassifierTask(config, model_config, NO_DROPOUT)
 
 
+def _tf1_reference(task, initial, batches, lr, eps, clip, layer_rate=None):
+  """The twin's gradients, clipped by tf.clip_by_global_norm, (with layer_rate) the release's
+  layer loop: gradients of model/transformer/layer_<l>/ times rate^(n_layer - 1 - l), then
+  tf.compat.v1.train.AdamOptimizer. Returns (losses, norms, final weights)."""
+  named, grad_fn = _twin_gradients(task, initial, batches)
+  ref_vars = {n: v.value for n, v in named.items()}
+  rate = tf.Variable(0.0)
+  tf1 = tf.compat.v1.train.AdamOptimizer(learning_rate=lambda: rate, epsilon=eps)
+  losses, norms = [], []
+  for batch, value in zip(batches, _schedule(lr)):
+    loss, grads = grad_fn(batch)
+    clipped, norm = _clip(grads, clip)
+    for n in clipped if layer_rate else ():
+      layer = re.search(r"model/transformer/layer_(\d+?)/", n)
+      if layer:
+        clipped[n] = clipped[n] * layer_rate ** (2 - 1 - int(layer.group(1)))
+    rate.assign(value)
+    tf1.apply_gradients([(clipped[n], ref_vars[n]) for n in clipped])
+    losses.append(loss)
+    norms.append(norm)
+  return losses, norms, {n: v.numpy() for n, v in ref_vars.items()}
+
+
 def test_release_default_step_is_tf1_adam_on_clipped_gradients():
   """run_classifier.py's default recipe (the release: weight_decay 0, so
   tf.train.AdamOptimizer, eps 1e-8) through the trainer's compiled step."""
@@ -137,24 +160,13 @@ def test_release_default_step_is_tf1_adam_on_clipped_gradients():
   assert task.optimizer_settings()["adam_epsilon"] == 1e-8
   batches = _batches(0)
   stepper, initial, outs = _run_ours(task, batches)
-  named, grad_fn = _twin_gradients(task, initial, batches)
-  ref_vars = {n: v.value for n, v in named.items()}
-  lr = tf.Variable(0.0)
-  tf1 = tf.compat.v1.train.AdamOptimizer(learning_rate=lambda: lr, epsilon=1e-8)
-  ref_losses, norms = [], []
-  for k, (batch, value) in enumerate(zip(batches, _schedule(0.02))):
-    loss, grads = grad_fn(batch)
-    clipped, norm = _clip(grads, 0.5)
-    lr.assign(value)
-    tf1.apply_gradients([(clipped[n], ref_vars[n]) for n in clipped])
-    ref_losses.append(loss)
-    norms.append(norm)
+  ref_losses, norms, ref = _tf1_reference(task, initial, batches, 0.02, eps=1e-8, clip=0.5)
   assert min(norms) < 0.5 < max(norms)            # clipping acts on some steps, not all
   np.testing.assert_allclose([o["loss"] for o in outs], ref_losses, rtol=2e-6)
   np.testing.assert_allclose([o["grad_norm"] for o in outs], norms, rtol=2e-6)
   np.testing.assert_allclose([o["learning_rate"] for o in outs], _schedule(0.02), rtol=1e-6)
   assert ref_losses[-1] < ref_losses[0] - 0.1
-  _assert_weights(stepper.weights(), {n: v.numpy() for n, v in ref_vars.items()}, 1e-6)
+  _assert_weights(stepper.weights(), ref, 1e-6)
   _, _, compiled = _run_ours(_classifier(lr=0.02, clip=0.5), batches, xla="full")
   np.testing.assert_allclose([o["loss"] for o in compiled], ref_losses, rtol=2e-5)
 
@@ -205,20 +217,8 @@ def test_release_layer_decay_through_the_trainer():
   assert task.optimizer_settings()["layer_decay_method"] == "release"
   batches = _batches(2)
   stepper, initial, _ = _run_ours(task, batches)
-  named, grad_fn = _twin_gradients(task, initial, batches)
-  ref_vars = {n: v.value for n, v in named.items()}
-  lr = tf.Variable(0.0)
-  tf1 = tf.compat.v1.train.AdamOptimizer(learning_rate=lambda: lr, epsilon=1e-6)
-  for batch, value in zip(batches, _schedule(0.02)):
-    _, grads = grad_fn(batch)
-    clipped, _ = _clip(grads, 1.0)
-    for n in clipped:
-      layer = re.search(r"model/transformer/layer_(\d+?)/", n)
-      if layer:
-        clipped[n] = clipped[n] * 0.5 ** (2 - 1 - int(layer.group(1)))
-    lr.assign(value)
-    tf1.apply_gradients([(clipped[n], ref_vars[n]) for n in clipped])
-  _assert_weights(stepper.weights(), {n: v.numpy() for n, v in ref_vars.items()}, 1e-6)
+  _, _, ref = _tf1_reference(task, initial, batches, 0.02, eps=1e-6, clip=1.0, layer_rate=0.5)
+  _assert_weights(stepper.weights(), ref, 1e-6)
 
 
 def test_mpnet_default_step_is_fairseq_adam():
