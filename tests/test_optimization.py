@@ -312,3 +312,23 @@ def test_gradient_accumulation_updates_every_n_steps_with_the_mean():
   single = run(None, [[0.4, -0.2], [0.1, 0.2]])                     # the means, one by one
   np.testing.assert_allclose(acc[1], single[0], rtol=1e-6)
   np.testing.assert_allclose(acc[3], single[1], rtol=1e-6)        # bias correction at t = 2
+
+
+@pytest.mark.parametrize("semantics,decay", [("release", 0.0), ("release", 0.1),
+                                             ("fairseq", 0.1)])
+def test_update_has_no_float64(semantics, decay):
+  """TPUs have no float64: the update (schedule, clipping, every rule) is float32 throughout."""
+  var = keras.Variable(np.ones(3, np.float32), name="kernel")
+  opt = optimization.Adam(learning_rate=optimization.WarmupDecay(0.1, 10, 2),
+                          semantics=semantics, weight_decay_rate=decay, clip_norm=1.0)
+  opt.build([var])
+  step = tf.function(lambda g: opt.apply_gradients([(g, var)]))
+  graph = step.get_concrete_function(tf.TensorSpec([3], tf.float32)).graph
+
+  def dtypes(g):
+    out = {t.dtype for op in g.get_operations() for t in op.outputs}
+    for f in g._functions.values():        # bodies of nested functions and conds
+      out |= dtypes(f.graph) if hasattr(f, "graph") else set()
+    return out
+  found = dtypes(graph)
+  assert tf.float32 in found and tf.float64 not in found
