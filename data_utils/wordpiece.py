@@ -283,8 +283,14 @@ class WordPieceTokenizer(tf.Module):
   def tokenize(self, texts):
     """Texts -> word-piece ids (no special tokens); in-graph.
 
+    Bytes that are not valid UTF-8 are first decoded to U+FFFD (one per maximal invalid
+    subsequence, as Python's `bytes.decode("utf-8", "replace")`), so the ids are those of that
+    Python text: the normalisation then removes U+FFFD, as HF's BertNormalizer does. (Applied to
+    its raw bytes, RE2 would not see the invalid bytes as U+FFFD and they would survive as
+    pieces.) On valid UTF-8 the decoding changes nothing.
+
     Args:
-      texts: tf.string [N].
+      texts: tf.string [N], any bytes.
 
     Returns:
       int32 RaggedTensor [N, (pieces)].
@@ -292,6 +298,8 @@ class WordPieceTokenizer(tf.Module):
     texts = tf.convert_to_tensor(texts, tf.string)
     if texts.shape.rank != 1:
       raise ValueError(f"tokenize: want texts of shape [N], got {texts.shape}")
+    texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
+                                         replacement_char=0xFFFD)
     pieces = self._bert.tokenize(texts)           # [N, (words), (pieces)]
     return tf.cast(pieces.merge_dims(1, 2), tf.int32)
 

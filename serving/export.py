@@ -17,7 +17,8 @@ and applied with tensorflow_text, whose op keeps the same bytes as a graph attri
 (data_utils/sp_graph.py, the release's normalisation included);
 MPNet's WordPiece vocab through data_utils/wordpiece.py. Rows are packed by serving/packing.py
 (classifier, RACE) and serving/squad_graph.py (doc-stride windows and the beam). A loader needs
-only TensorFlow and tensorflow_text.
+only TensorFlow and tensorflow_text. Before any of that, every string input is decoded once,
+at the door (serving/utf8.py: invalid UTF-8 -> U+FFFD, as Python's errors="replace").
 
 `save` publishes atomically: the SavedModel is written under a temporary name, loaded back and
 checked against the Python path (tokenizer, feature code, model) on a few built-in inputs, and
@@ -25,13 +26,14 @@ only then moved into place, `saved_model.pb` last (a reader sees the old export,
 new one). A failed check leaves nothing behind and names the export directory.
 """
 
+import functools
 import uuid
 
 import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
-from serving import packing
+from serving import packing, utf8
 
 SIGNATURE = "serving_default"
 RACE_ANSWERS = ("A", "B", "C", "D")
@@ -63,7 +65,16 @@ class _Serving(tf.Module):
     # the tf.Variables under the Keras variables: tracking those lets TF1-style loaders (TF
     # Serving's C++ LoadSavedModel, `saved_model_cli run`) restore what the graph reads
     self.model_weights = [w.value for w in model.weights]
-    self.serving_default = tf.function(fn, input_signature=input_signature)
+    self.serving_default = tf.function(_decoded_at_the_door(fn), input_signature=input_signature)
+
+
+def _decoded_at_the_door(fn):
+  """`fn` on its string inputs decoded once (serving/utf8.py: invalid UTF-8 -> U+FFFD), so
+  everything after (tokenizers, offsets, answers) works on valid UTF-8 text."""
+  @functools.wraps(fn)
+  def serve(*texts):
+    return fn(*map(utf8.decode, texts))
+  return serve
 
 
 def _strings(name, shape=(None,)):

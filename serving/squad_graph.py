@@ -131,11 +131,38 @@ def is_python_space(code_points):
   return inside & tf.gather(table, tf.clip_by_value(code_points, 0, _SPACE_LIMIT - 1))
 
 
+def code_points(contexts):
+  """tf.string [N] -> int32 code points [N, (chars)], int32 row splits; bytes that are not valid
+  UTF-8 count as the U+FFFD that replaces them (Python's errors="replace")."""
+  return tf.strings.unicode_decode(contexts, "UTF-8", errors="replace", replacement_char=0xFFFD
+                                   ).with_row_splits_dtype(tf.int32)
+
+
+def span_texts(contexts, example, start, stop):
+  """contexts[example][start:stop] in code points (as code_points counts them), as valid UTF-8.
+
+  Args:
+    contexts: tf.string [N].
+    example: int32 [C] the context of each span.
+    start, stop: int32 [C] code-point offsets, 0 <= start <= stop <= its length, or -1, -1.
+
+  Returns:
+    tf.string [C] ("" for -1, -1). Gathers only in-range positions: no row can fail the batch.
+  """
+  chars = code_points(contexts)
+  row = tf.gather(chars.row_starts(), example)
+  row_len = tf.gather(chars.row_lengths(), example)
+  a = tf.clip_by_value(start, 0, row_len)
+  b = tf.clip_by_value(stop, a, row_len)
+  return tf.strings.unicode_encode(
+      tf.gather(chars.flat_values, tf.ragged.range(row + a, row + b)), "UTF-8")
+
+
 def strip_spans(contexts, example, begin, end):
   """Python's `context[begin:end].strip()` as character spans, for many spans at once.
 
   Args:
-    contexts: tf.string [N] (UTF-8).
+    contexts: tf.string [N] (UTF-8; invalid bytes count as U+FFFD, see code_points).
     example: int32 [C] the context of each span.
     begin, end: int32 [C] code-point offsets (clipped to the context like a Python slice;
       negative values count as 0, unlike Python, and do not occur for piece offsets).
@@ -144,7 +171,7 @@ def strip_spans(contexts, example, begin, end):
     (start, stop): int32 [C] code-point offsets of the stripped text in its context, end
     exclusive; -1, -1 where the stripped text is empty.
   """
-  chars = tf.strings.unicode_decode(contexts, "UTF-8").with_row_splits_dtype(tf.int32)
+  chars = code_points(contexts)
   text = tf.logical_not(is_python_space(chars.flat_values))                # [T]
   total = tf.size(text)
   before = tf.concat([[0], tf.cumsum(tf.cast(text, tf.int32))], 0)         # [T + 1]
@@ -225,7 +252,8 @@ def extract_best(outputs, windows, doc_starts, doc_ends, contexts, start_n_top, 
     doc_starts, doc_ends: int RaggedTensor [N, (n)] code-point span [start, end) of each
       paragraph piece in its context (squad_features.tokenize_with_offsets /
       words_with_offsets).
-    contexts: tf.string [N] the original paragraphs.
+    contexts: tf.string [N] the paragraphs (serving decodes them at the door; bytes that are
+      not valid UTF-8 count as U+FFFD here too, and the answer is then valid UTF-8).
     start_n_top, end_n_top, max_answer_length: python ints.
 
   Returns:
@@ -243,8 +271,7 @@ def extract_best(outputs, windows, doc_starts, doc_ends, contexts, start_n_top, 
   begin = tf.gather(flat(doc_starts), piece0 + first)
   end = tf.gather(flat(doc_ends), piece0 + last)
   start, stop = strip_spans(contexts, example, begin, end)
-  text = tf.strings.substr(tf.gather(contexts, example), tf.maximum(start, 0), stop - start,
-                           unit="UTF8_CHAR")
+  text = span_texts(contexts, example, start, stop)
   key = tf.strings.join([tf.strings.as_string(example), text], separator="\x00")
   chosen = choose(example, key, score, num_examples)
   pad = lambda x, value: tf.gather(tf.concat([x, [value]], 0), chosen)

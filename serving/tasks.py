@@ -2,7 +2,9 @@
 self-check inputs (serving/export.py publishes only when the two agree).
 
 The Python path is what the scripts themselves run: the task's tokenizer, its feature code
-(classifier_features.encode, race.encode, squad_features.make_features) and the model.
+(classifier_features.encode, race.encode, squad_features.make_features) and the model. Its raw
+texts may be bytes or str: each is first decoded as the serving graph decodes a request
+(serving/utf8.py: invalid UTF-8 -> U+FFFD), so the two give the same outputs on the same bytes.
 """
 
 import numpy as np
@@ -10,7 +12,7 @@ import tensorflow as tf
 
 from data_utils import fileio
 from finetuning import classifier_data, classifier_features, race, squad, squad_features
-from serving import export
+from serving import export, utf8
 
 _LONG = " ".join(export.PROBE_TEXTS) * 12        # longer than any window
 
@@ -35,7 +37,8 @@ def is_pair_task(spec):
 def classifier_outputs(task, model, texts, texts_b=None):
   """The Python path's classifier outputs on raw texts (texts_b None: single-text task)."""
   c, spec = task.config, task.spec
-  texts_b = texts_b if texts_b is not None else [None] * len(texts)
+  texts = utf8.python_texts(texts)
+  texts_b = utf8.python_texts(texts_b) if texts_b is not None else [None] * len(texts)
   examples = [classifier_data.Example(str(k), a, b)
               for k, (a, b) in enumerate(zip(texts, texts_b))]
   feats = classifier_features.encode(task.tokenizer, examples, c.max_seq_length, spec.labels,
@@ -64,6 +67,7 @@ def export_classifier(task, model, export_dir, log=print):
 def race_outputs(task, model, articles, questions, options):
   """The Python path's RACE outputs (options: 4 strings per question)."""
   c = task.config
+  articles, questions, options = map(utf8.python_texts, (articles, questions, options))
   items = [("middle", a, q, list(o), 0) for a, q, o in zip(articles, questions, options)]
   feats = race.encode(task.tokenizer, items, c.max_seq_length, task.max_qa_length, c.model_type)
   logits = _forward(model, {k: feats[k] for k in ("input_ids", "seg_ids", "input_mask")})
@@ -88,6 +92,7 @@ def squad_python_path(task, model, questions, contexts):
   """run_squad's prediction on (question, context) pairs -> dict answer, start, end, score,
   no_answer_probability (numpy), from predictions / nbest / null odds as the files hold them."""
   c = task.c
+  questions, contexts = utf8.python_texts(questions), utf8.python_texts(contexts)
   examples = [squad_features.SquadExample(f"q{k}", q, ctx)
               for k, (q, ctx) in enumerate(zip(questions, contexts))]
   arrays, infos = squad_features.make_features(task.tokenizer, examples, c.max_seq_length,
@@ -119,6 +124,7 @@ def export_squad(task, model, export_dir, v2=True, log=print):
 def encoder_outputs(model, tokenizer, max_seq_length, texts):
   """The Python path's encoder rows (the classifier's single-text rows, `A <sep> <cls>`) and
   content-stream output."""
+  texts = utf8.python_texts(texts)
   examples = [classifier_data.Example(str(k), text) for k, text in enumerate(texts)]
   feats = classifier_features.encode(tokenizer, examples, max_seq_length, (), "xlnet")
   arrays = {k: feats[k] for k in ("input_ids", "seg_ids", "input_mask")}
