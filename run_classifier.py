@@ -92,7 +92,10 @@ def main(argv):
     task = ClassifierTask(config, model_flags.model_config_from_flags(),
                           model_flags.run_config_from_flags(), FLAGS.init_checkpoint)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
-    if FLAGS.do_eval:
+    unlabelled = FLAGS.do_eval and task.eval_without_labels(FLAGS.eval_split)
+    if unlabelled:     # a GLUE test split: --do_predict writes its submission file
+      print(f"--do_eval skipped: {unlabelled}")
+    elif FLAGS.do_eval:
       results = task.evaluate(model, FLAGS.eval_split)
       print(json.dumps({"task": task.spec.name, "split": FLAGS.eval_split, **results}))
     if FLAGS.do_predict:

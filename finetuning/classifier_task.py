@@ -142,7 +142,20 @@ class ClassifierTask(Task):
       labels.append(batch["label"].numpy())
     return np.concatenate(preds), np.concatenate(labels)
 
+  def eval_without_labels(self, split=None):
+    """Why `split` (default --eval_split) cannot be scored (its layout has no label column:
+    the GLUE test files), or None."""
+    split = split or self.config.eval_split
+    columns = self.spec.columns.get(split)
+    if columns is None or columns[2] is not None:   # IMDB, the CSV layouts: always labelled
+      return None
+    path = classifier_data.split_path(self.spec, self.config.data_dir, split)
+    return f"{path} ({self.spec.name}'s {split} split) has no labels: nothing to score"
+
   def evaluate(self, model, split=None):
+    """The task's metrics on `split`; {} for a split without labels (eval_without_labels)."""
+    if self.eval_without_labels(split):
+      return {}
     preds, labels = self.predict(model, split or self.config.eval_split)
     return metrics.task_metrics(self.spec.name, labels, preds)
 

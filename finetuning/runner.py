@@ -2,6 +2,7 @@
 
 from data_utils import fileio
 from modeling import checkpoint, hf_xlnet
+from training import best as best_lib
 from training import distribution
 from training.trainer import Trainer
 
@@ -18,10 +19,15 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
                       flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
                       log=log)
     trainer.train()
-    best = fileio.join(model_dir, "best", "ckpt")
-    if fileio.exists(best + ".index"):
+    # best.json names the checkpoint its score belongs to (training/best.py); none is used
+    # when this training did not evaluate (no evaluation data, or data without labels: a
+    # best/ there is another run's)
+    record, best = best_lib.read(fileio.join(model_dir, "best"))
+    if best and getattr(task, "evaluate", None) and not trainer.eval_skipped:
       checkpoint.load_native_checkpoint(trainer.model, best)
-      log(f"using the best checkpoint {best}")
+      metric = getattr(task, "main_metric", None)
+      log(f"using the best checkpoint {best} ({metric} {record.get(metric)} at step "
+          f"{record.get('step')})")
     model = trainer.model
   else:
     with strategy.scope():

@@ -145,6 +145,15 @@ class SquadTask(Task):
   def evaluate(self, model):
     return self.predict(model, self.c.predict_file, fileio.join(self.c.model_dir, "eval"))
 
+  def eval_without_labels(self):
+    """Why the trainer's evaluation cannot score --predict_file (no question has answers or
+    is_impossible: the SQuAD test layout), or None. predict() still writes its files."""
+    examples, _ = squad_features.read_squad(self.c.predict_file, False)
+    if any(ex.all_answers or ex.is_impossible for ex in examples):
+      return None
+    return (f"{self.c.predict_file} has no answers ({len(examples):,} questions without "
+            "'answers' or 'is_impossible', as in SQuAD's test layout): nothing to score")
+
 
 def stripped_span(context, begin, end):
   """(text, start, end): context[begin:end].strip() and its character span in context.

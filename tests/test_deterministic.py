@@ -1,10 +1,13 @@
 """--deterministic (issue #21): the same command gives the same bytes, and a run killed with
 SIGKILL at random moments (inside a step, inside a checkpoint write) and rerun with the same
-command ends with the same bytes as a run that was never interrupted."""
+command ends with the same bytes as a run that was never interrupted. Equal final bytes alone
+cannot tell a resume from a silent restart (a deterministic rerun from step 0 ends on the same
+bytes, issue #31): each rerun's log must say it resumed from the last published checkpoint."""
 
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,16 +134,33 @@ def launch():
     run.proc.wait()
 
 
+def resumed_step(run, published):
+  """Asserts that `run` (finished) resumed from `published`, the checkpoint its `checkpoint`
+  state file named when it started, and trained on from there: its "resumed from" line names
+  it, and its first step line is the loop after it (steps_per_loop=2). Returns the step."""
+  assert published, "no published checkpoint to resume from"
+  step = int(published.rsplit("-", 1)[1])
+  lines = [l for l in run.lines if l]
+  assert [l for l in lines if l.startswith("resumed from")] == [
+      f"resumed from {published} at step {step}"], lines[-30:]
+  steps = [int(l.split()[1].split("/")[0]) for l in lines if l.startswith("step ")]
+  assert steps == list(range(step + 2, STEPS + 1, 2)), (step, steps)
+  return step
+
+
 def test_sigkill_at_random_moments_then_rerun_ends_bit_identical(tmp_path, pretrain_args,
                                                                  launch):
   rng = random.Random(21)
-  reference = launch(pretrain_args(tmp_path / "ref"))   # never interrupted, alongside
+  # never interrupted, alongside; it keeps every checkpoint (the bytes do not depend on it)
+  reference = launch(pretrain_args(tmp_path / "ref", f"--keep_checkpoints={STEPS}"))
   cut = tmp_path / "cut"
   ckpt = lambda step: str(cut / "ckpt" / f"ckpt-{step}")
 
   # 1. Inside a checkpoint write: the files of ckpt-K are complete but the `checkpoint` state file
   # does not name them yet (trainer.PAUSE_BEFORE_PUBLISH_ENV holds the run there). Killed there,
-  # then its data file is cut in half, as if the kill had come while it was being written.
+  # then its data file is cut in half, as if the kill had come while it was being written. The
+  # torn files are the newest on disk: a resume that took the newest files rather than the state
+  # file's checkpoint would fail to read them (or, whole, resume from K: the log line below).
   k = rng.choice(range(2 * SAVE_EVERY, STEPS - SAVE_EVERY, SAVE_EVERY))
   run = launch(pretrain_args(cut), env=dict(ENV, **{trainer.PAUSE_BEFORE_PUBLISH_ENV: str(k)}))
   run.wait_for(lambda line: line.endswith(f"not yet published: {ckpt(k)}"))
@@ -152,10 +172,17 @@ def test_sigkill_at_random_moments_then_rerun_ends_bit_identical(tmp_path, pretr
 
   # 2. While training: right after the log line of a seeded-random step (the next steps or a
   # checkpoint write are under way). The rerun resumes from the last published checkpoint.
+  # It saves ckpt-K again over the torn files: a copy of them, taken as soon as they are
+  # published, must equal the uninterrupted run's ckpt-K byte for byte (below).
   step = rng.randrange(k + 2, STEPS - 2, 2)
   run, start = launch(pretrain_args(cut)), time.time()
   assert run.wait_for(lambda line: line.startswith("resumed from")) == (
       f"resumed from {ckpt(k - SAVE_EVERY)} at step {k - SAVE_EVERY}")   # never the torn ckpt-K
+  assert run.wait_for(lambda line: line.startswith("saved ")) == f"saved {ckpt(k)}"
+  rewritten = tmp_path / "rewritten"
+  rewritten.mkdir()
+  for suffix in (".index", ".data-00000-of-00001"):
+    shutil.copyfile(ckpt(k) + suffix, rewritten / f"ckpt-{k}{suffix}")
   run.wait_for(lambda line: line.startswith(f"step {step}/"))
   kills.append(run.kill())
   to_step = time.time() - start
@@ -166,15 +193,21 @@ def test_sigkill_at_random_moments_then_rerun_ends_bit_identical(tmp_path, pretr
   time.sleep(rng.uniform(0.3, 0.95) * to_step)
   kills.append(run.kill())
 
-  # The same command again, until it completes.
+  # The same command again, until it completes. It must resume from the checkpoint published
+  # when it started (at least ckpt-K, which the second run published), not start over.
   for _ in range(3):
-    if launch(pretrain_args(cut)).finish() == 0:
+    published = tf.train.latest_checkpoint(str(cut / "ckpt"))
+    run = launch(pretrain_args(cut))
+    if run.finish() == 0:
       break
   else:
     pytest.fail(f"the rerun after kills at {kills} does not complete")
+  assert resumed_step(run, published) >= k, (published, kills)
   assert reference.finish() == 0
   final = lambda d: str(tmp_path / d / "ckpt" / f"ckpt-{STEPS}")
   assert_same_bytes(final("cut"), final("ref"), f"killed after: {kills}")
+  # the torn, unpublished ckpt-K was replaced by a whole one, the uninterrupted run's
+  assert_same_bytes(str(rewritten / f"ckpt-{k}"), str(tmp_path / "ref" / "ckpt" / f"ckpt-{k}"))
   # the comparison sees a difference where there is one (two checkpoints of one run)
   assert differences(final("ref"), str(tmp_path / "ref" / "ckpt" / f"ckpt-{STEPS - 4}"))
 

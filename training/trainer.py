@@ -31,6 +31,7 @@ import tensorflow as tf
 from data_utils import fileio
 from modeling import checkpoint as ckpt_lib
 from modeling import ops
+from training import best as best_lib
 from training import distribution
 from training import optimization
 
@@ -97,6 +98,8 @@ def configure_determinism(enabled):
 # `checkpoint` state file (the manager runs write callbacks in order, its own last), so a test
 # can SIGKILL the run inside that window. Unset: no callback, no pause.
 PAUSE_BEFORE_PUBLISH_ENV = "TRAINER_TEST_PAUSE_BEFORE_PUBLISH"
+PAUSE_BEST_ENV = best_lib.PAUSE_ENV    # the same for best/'s publish points (training/best.py)
+LAST_EVAL = "last.json"                # MODEL_DIR/eval/: the last evaluation's step and results
 
 
 def _save_options(step, log):
@@ -107,6 +110,16 @@ def _save_options(step, log):
     log(f"checkpoint written, not yet published: {path}")
     time.sleep(600)
   return tf.train.CheckpointOptions(experimental_write_callbacks=[pause_before_publish])
+
+
+def _last_evaluated(model_dir):
+  """The step of MODEL_DIR/eval/last.json (-1 without a readable one)."""
+  path = fileio.join(model_dir, "eval", LAST_EVAL)
+  try:
+    step = json.loads(fileio.read_text(path)).get("step", -1) if fileio.exists(path) else -1
+  except (ValueError, AttributeError):       # not JSON, not an object
+    return -1
+  return step if isinstance(step, int) else -1
 
 
 def compile_step(mode):
@@ -126,6 +139,8 @@ class Trainer:
     self.train_steps, self.steps_per_loop = train_steps, steps_per_loop
     self.save_every, self.keep, self.xla, self.log = save_every, keep_checkpoints, xla, log
     self.checkpoint_state = checkpoint_state   # False: a resume starts from initial_state
+    self.best, self.eval_history = None, []     # the best main metric so far; (step, results)
+    self.eval_skipped, self._told_skipped = None, False   # why evaluation is skipped, if it is
 
   # ---- set-up --------------------------------------------------------------
   def _build(self):
@@ -269,22 +284,62 @@ class Trainer:
     return host_loop
 
   def _evaluate(self, step):
-    """Periodic evaluation; the best checkpoint by the task's main metric is kept apart."""
+    """Periodic evaluation; the best checkpoint by the task's main metric is published under
+    best/ with its score (training/best.py); the results go to eval/last.json."""
+    if self._skip_evaluation():
+      return
     results = self.task.evaluate(self.model)
+    metric = self.task.main_metric
+    if metric not in results:     # e.g. SquadTask.predict on a file without answers: {}
+      self.eval_skipped = (f"the task's evaluation gave no {metric} (data without labels?): "
+                           f"{sorted(results)}")
+      self._skip_evaluation()
+      return
     self.log(f"eval at step {step}: " + " ".join(f"{k} {v:.4f}" for k, v in results.items()))
     writer = tf.summary.create_file_writer(fileio.join(self.write_dir, "eval"))
     with writer.as_default(step=step):
       for k, v in results.items():
         tf.summary.scalar(k, v)
-    value = results[self.task.main_metric]
-    if self.best is None or value > self.best:
-      self.best = value
+    value = results[metric]
+    if best_lib.is_better(value, self.best):
       best = fileio.join(self.write_dir, "best")
-      ckpt_lib.save_native_checkpoint(self.model, fileio.join(best, "ckpt"))
-      fileio.write_atomic(fileio.join(best, "best.json"),
-                          json.dumps({"step": step, **results}, indent=1))
-      self.log(f"new best {self.task.main_metric} {value:.4f} -> {best}")
+      best_lib.publish(best, self.model, step, results, self.log)
+      self.best = value
+      self.log(f"new best {metric} {value:.4f} -> {best}")
+    fileio.write_atomic(fileio.join(self.write_dir, "eval", LAST_EVAL),
+                        json.dumps({"step": step, **results}, indent=1))
     self.eval_history.append((step, results))
+
+  def _skip_evaluation(self):
+    """True when the task's evaluation data has no labels (task.eval_without_labels() gives
+    the reason); said in one line, once per run."""
+    if self.eval_skipped is None:
+      check = getattr(self.task, "eval_without_labels", None)
+      self.eval_skipped = (check() if check else None) or ""
+    if self.eval_skipped and not self._told_skipped:
+      self.log(f"evaluation skipped: {self.eval_skipped}; training goes on without a best/ "
+               "checkpoint (the last weights are used)")
+      self._told_skipped = True
+    return bool(self.eval_skipped)
+
+  def _resume_evaluation(self, restored, step):
+    """On a resume: the recorded best score (a new best must beat it), stale entries of best/
+    removed, and the restored step evaluated if the stopped run had not finished doing so."""
+    self.best, self.eval_history = None, []
+    self.eval_skipped, self._told_skipped = None, False
+    if not getattr(self.task, "evaluate", None) or self._skip_evaluation():
+      return
+    best_lib.remove_stale(fileio.join(self.write_dir, "best"))
+    if not restored:
+      return
+    record, ckpt = best_lib.read(fileio.join(self.model_dir, "best"))
+    self.best = best_lib.score(record, self.task.main_metric)
+    if self.best is not None:
+      self.log(f"best so far: {self.task.main_metric} {self.best:.4f} at step "
+               f"{record.get('step')} ({ckpt})")
+    if _last_evaluated(self.model_dir) < step:
+      self.log(f"evaluating step {step} again: the stopped run did not record its evaluation")
+      self._evaluate(step)
 
   def train(self):
     """Runs to train_steps (resuming if a checkpoint exists); returns the loss history."""
@@ -294,10 +349,10 @@ class Trainer:
 
   def _train(self):
     self._build()
-    self.best, self.eval_history = None, []
     restored = self._restore()
     self._record_optimizer()
     start_step = int(self.step.numpy())
+    self._resume_evaluation(restored, start_step)
     dataset = self.strategy.distribute_datasets_from_function(
         lambda ctx: self.task.dataset(ctx, skip_batches=start_step))
     iterator = iter(dataset)
