@@ -9,9 +9,10 @@ from modeling import checkpoint
 from modeling.config import RunConfig, XLNetConfig
 from modeling.models import XLNetClassifier, XLNetPretrainModel, XLNetSquadModel
 from tests import reference as ref
+from tests.reference_libs import require
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = require("torch")
+transformers = require("transformers")
 
 SIZE = dict(n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=48, n_token=97)
 TOL = 1e-5

@@ -17,9 +17,10 @@ from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel
                              XLNetSquadModel)
 from tests.reference import rel_err
 from tests.script_helpers import run_main
+from tests.reference_libs import require
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = require("torch")
+transformers = require("transformers")
 
 HF_SIZE = dict(vocab_size=61, d_model=16, n_layer=2, n_head=2, d_inner=24)
 TOL = 1e-5

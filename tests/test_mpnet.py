@@ -5,9 +5,10 @@ import pytest
 import tensorflow as tf
 
 from modeling import mpnet
+from tests.reference_libs import require
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = require("torch")
+transformers = require("transformers")
 
 
 def test_relative_position_bucket_exact():
@@ -100,8 +101,8 @@ def test_two_stream_sees_only_what_the_masks_allow():
 
 def test_pretraining_export_is_a_hugging_face_masked_lm(tmp_path):
   """save_hf_weights of the pretraining model loads as MPNetForMaskedLM with equal logits."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = require("torch")
+  transformers = require("transformers")
   from modeling import mpnet_pretrain
   config = mpnet.MPNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=32,
@@ -123,8 +124,8 @@ def test_pretraining_export_is_a_hugging_face_masked_lm(tmp_path):
 def test_pytorch_bin_is_read_without_torch(tmp_path):
   """A pytorch_model.bin written by Hugging Face loads through modeling/torch_pickle.py (no torch
   import) with the same arrays as torch.load, and the encoder then equals HF's MPNetModel."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = require("torch")
+  transformers = require("transformers")
   from modeling import torch_pickle
   config = transformers.MPNetConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2,
                                     num_attention_heads=2, intermediate_size=32,

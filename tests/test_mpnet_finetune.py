@@ -17,6 +17,7 @@ from modeling import mpnet, mpnet_models
 from tests.test_classifier import sst2  # noqa: F401  (fixture)
 from tests.test_race import race_dir  # noqa: F401  (fixture)
 from tests.test_squad import _squad
+from tests.reference_libs import require
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPM_IDS = types.SimpleNamespace(bos_id=1, eos_id=2, pad_id=5)
@@ -70,8 +71,8 @@ def _random_heads(model, seed=0):
 
 @pytest.mark.parametrize("kind", ["classifier", "regression", "multiple_choice"])
 def test_heads_equal_hugging_face(tmp_path, kind):
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = require("torch")
+  transformers = require("transformers")
   config = _config(60)
   ids = np.array([[0, 9, 10, 11, 12, 2], [0, 13, 2, 2, 14, 2], [0, 15, 2, 1, 1, 1]])
   mask = (ids == config.pad_token_id).astype(np.float32)
@@ -164,7 +165,7 @@ def test_race_learns(race_dir, tmp_path):  # noqa: F811
 def test_wordpiece_features_equal_hugging_face(tmp_path):
   """run_classifier's rows from a WordPiece vocab.txt (--vocab_file) are what Hugging Face's
   MPNetTokenizer gives for the same pairs (truncation included)."""
-  transformers = pytest.importorskip("transformers")
+  transformers = require("transformers")
   from finetuning.classifier_task import ClassifierConfig, ClassifierTask
   from finetuning import classifier_features
   from tests.test_wordpiece import SENTENCES

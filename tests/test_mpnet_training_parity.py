@@ -4,10 +4,11 @@ so our encoder, LM head, gradients and optimizer train as the reference does (th
 question "does MPNet learn slower because of a defect?" rests on this)."""
 
 import numpy as np
-import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from tests.reference_libs import require
+
+torch = require("torch")
+transformers = require("transformers")
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -23,6 +23,7 @@ import tensorflow as tf
 from modeling.config import RunConfig, XLNetConfig
 from modeling.models import XLNetClassifier
 from training import optimization
+from tests.reference_libs import require
 
 STEPS, WARM, LR = 8, 3, 0.05
 
@@ -246,7 +247,7 @@ def test_paper_layer_decay_is_per_layer_learning_rates():
 
 def _fairseq_adam_torch(init, grads, lrs, wd, b1=0.9, b2=0.98, eps=1e-6):
   """fairseq.optim.adam.Adam.step written out in torch (float32 parameters)."""
-  torch = pytest.importorskip("torch")
+  torch = require("torch")
   p = {k: torch.tensor(v) for k, v in init.items()}
   m = {k: torch.zeros_like(x) for k, x in p.items()}
   v = {k: torch.zeros_like(x) for k, x in p.items()}

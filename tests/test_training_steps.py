@@ -21,6 +21,7 @@ from modeling.config import RunConfig, XLNetConfig
 from training import recipes
 from training.pretrain_task import PretrainConfig, PretrainTask
 from training.stepper import Stepper
+from tests.reference_libs import require
 
 STEPS, WARM = 8, 3
 NO_DROPOUT = RunConfig(dropout=0.0, dropatt=0.0)
@@ -224,7 +225,7 @@ def test_release_layer_decay_through_the_trainer():
 def test_mpnet_default_step_is_fairseq_adam():
   """--model_type=mpnet's recipe: fairseq's Adam, betas (0.9, 0.98), eps 1e-6, no clipping,
   weight decay 0.1 on every weight (GLUE), warmup 6% of the steps."""
-  torch = pytest.importorskip("torch")
+  torch = require("torch")
   task = _classifier(lr=0.01, model_type="mpnet", warmup_steps=None)
   settings = task.optimizer_settings()
   assert (settings["optimizer"], settings["adam_beta2"], settings["weight_decay"],

@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 from data_utils import wordpiece
+from tests.reference_libs import require
 
-transformers = pytest.importorskip("transformers")
+transformers = require("transformers")
 
 WORDS = ("the a an of to and in is it was for on with as by at from that this be are not but "
          "or his her they we you he she cafe naive resume hello world new york city play run "

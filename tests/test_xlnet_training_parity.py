@@ -45,8 +45,10 @@ one step ahead: learning rates off by 2.5e-2, losses by 0.12 from step 1.
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from tests.reference_libs import require
+
+torch = require("torch")
+transformers = require("transformers")
 
 from modeling.config import RunConfig, XLNetConfig  # noqa: E402
 from tests import reference as ref  # noqa: E402
