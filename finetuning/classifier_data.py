@@ -141,6 +141,24 @@ class _Lines:
 _UNDECODED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
 
 
+def _quote_open(text, delimiter):
+  """True when `text` (a row's lines) ends inside a quoted field, by the csv dialect's rules: a
+  quote opens a field only at its start, "" inside one is a quote, a lone quote closes it (what
+  follows joins the field); a quote inside an unquoted field is a character. (csv itself, not
+  strict, returns such a field as if closed: a file cut inside its last field read silently.)"""
+  state = "start"
+  for c in text:
+    if state == "quoted":
+      state = "closing" if c == '"' else "quoted"
+    elif state == "start" and c == '"' or state == "closing" and c == '"':
+      state = "quoted"
+    elif c == delimiter or c in "\r\n":
+      state = "start"
+    else:
+      state = "field"
+  return state == "quoted"
+
+
 def _rows(path, delimiter, quoting):
   """Yields (first line of the row, row) of a delimited UTF-8 file (a leading BOM dropped).
 
@@ -168,7 +186,7 @@ def _rows(path, delimiter, quoting):
                          "the file must be UTF-8")
       yield start, row
       start = reader.line_num + 1
-    if quoting != csv.QUOTE_NONE and len(row_lines) > 1 and "".join(row_lines).count('"') % 2:
+    if quoting != csv.QUOTE_NONE and _quote_open("".join(row_lines), delimiter):
       raise ValueError(f"{path}:{start - len(row_lines)}: a quoted field opened in this row "
                        "runs to the end of the file (a stray quote?)")
 

@@ -37,7 +37,8 @@ import io
 import re
 import signal
 
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, currently_in_test_context, settings
+from hypothesis import event as _event
 from hypothesis import strategies as st
 
 ERRORS = (ValueError, FileNotFoundError)
@@ -49,6 +50,12 @@ def fuzz_settings(n, deadline_ms=5000):
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                          HealthCheck.large_base_example,
                                          HealthCheck.function_scoped_fixture])
+
+
+def event(value):
+  """hypothesis.event, a no-op outside a hypothesis test (the deterministic tests share checks)."""
+  if currently_in_test_context():
+    _event(value)
 
 
 class ReaderHang(BaseException):
@@ -176,9 +183,33 @@ def captured():
     yield buf
 
 
-def check_summary(out, path, used):
-  """Readers print one summary line naming the file and the count they used."""
+def check_summary(out, path, used, *parts):
+  """Readers print one summary line naming the file and the count they used (and, when given,
+  each of `parts`: the totals and skip counts the test expects, as substrings). Returns it."""
   event("read" if used else "read nothing")
   lines = [l for l in out.getvalue().splitlines() if l.strip()]
   assert len(lines) == 1 and str(path) in lines[0], lines
   assert f"used {used:,} " in lines[0], lines[0]
+  for part in parts:
+    assert part in lines[0], (part, lines[0])
+  return lines[0]
+
+
+def check_refusal(err, path, line=None, n_lines=None):
+  """`err` is the clean refusal the test's own model of the file predicted: check_error, and the
+  message names `path:line:` when the model knows the offending line."""
+  check_error(err, path, n_lines)
+  if line is not None:
+    assert str(err).startswith(f"{path}:{line}:"), (line, str(err))
+
+
+def split_lines(data):
+  """The physical lines of `data` (bytes) as csv and universal newlines cut them: \r\n, \r
+  and \n end a line; the terminator of the last line does not open another."""
+  lines = re.split(rb"\r\n|\r|\n", data)
+  return lines[:-1] if lines[-1] == b"" else lines
+
+
+def strip_bom(data):
+  """utf-8-sig's rule: one BOM opening the bytes is not text."""
+  return data[3:] if data.startswith(b"\xef\xbb\xbf") else data

@@ -1,5 +1,13 @@
 """Fuzz suite (tests/fuzz_helpers.py): GLUE TSV (every task and split), the text-classification
 CSV layouts and IMDB folders, each through classifier_features.encode.
+
+Every input is first judged by this file's own model of read_split's documented rules (built
+from the bytes, never from the reader): which rows are examples (guid, texts, label), which are
+skipped and counted (blank lines; GLUE train/dev lines with too few columns), or which line must
+be refused. The reader must then do exactly that: refuse (one line naming the file, and the
+line the model names) where the model refuses, else return exactly the model's examples in
+order with the model's counts in its summary. Unedited files (a separate test per layout, and
+edits drawn to zero in the fuzz tests) are also checked against the generator's own rows.
 python -m pytest tests/test_fuzz_classifier.py"""
 
 import math
@@ -9,11 +17,19 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from finetuning import classifier_data, classifier_features
-from tests.fuzz_helpers import (each_input_bounded, ERRORS, fuzz_settings, PLAIN, edited, file_bytes, check_error, physical_lines, captured, check_summary)
+from tests.fuzz_helpers import (each_input_bounded, ERRORS, fuzz_settings, PLAIN, edited,
+                                file_bytes, physical_lines, captured, check_summary,
+                                check_refusal, split_lines, strip_bom)
+
+UNDECODED = re.compile("[\udc80-\udcff]")
+
+
+def _plural(n, unit):
+  return f"{n:,} {unit if n == 1 else unit + 's'}"
 
 
 # ---- GLUE TSV -----------------------------------------------------------------------------------
@@ -35,18 +51,17 @@ def _label_value(draw, spec):
 
 
 @st.composite
-def glue_case(draw):
-  """(task, split, file bytes): a valid file of the task's layout, then hostile edits."""
-  name, split = draw(st.sampled_from(GLUE_SPLITS))
+def glue_file(draw, name_split=None):
+  """(task, split, header row or None, data rows, file bytes): a valid file of the layout."""
+  name, split = name_split or draw(st.sampled_from(GLUE_SPLITS))
   spec = classifier_data.GLUE[name]
   a, b, label = spec.columns[split]
   used = [c for c in (a, b, label) if c is not None and c >= 0]
   n_cols = max(used) + 1 + (label == -1) + draw(st.integers(0, 2))
   if label == -1:
     label = n_cols - 1
+  header = ["index"] + [f"col{k}" for k in range(1, n_cols)] if _has_header(spec, split) else None
   rows = []
-  if _has_header(spec, split):
-    rows.append(["index"] + [f"col{k}" for k in range(1, n_cols)])
   for k in range(draw(st.integers(3, 8))):
     row = [str(k)] + [draw(st.sampled_from(["x", "12", "main", ""])) for _ in range(n_cols - 1)]
     for col in (a, b):
@@ -55,25 +70,98 @@ def glue_case(draw):
     if label is not None:
       row[label] = _label_value(draw, spec)
     rows.append(row)
-  valid = "".join("\t".join(r) + "\n" for r in rows).encode()
+  data = "".join("\t".join(r) + "\n" for r in ([header] if header else []) + rows).encode()
+  return name, split, header, rows, data
+
+
+@st.composite
+def glue_case(draw):
+  """(task, split, file bytes): a valid file of the task's layout, then hostile edits."""
+  name, split, _, _, valid = draw(glue_file())
   return name, split, draw(file_bytes(valid))
 
 
+def glue_expected(spec, split, rows, header):
+  """The examples of an unedited file, from the generator's rows: every row, in order."""
+  a, b, label = spec.columns[split]
+  out = []
+  for k, row in enumerate(rows):
+    line = k + 1 + (header is not None)
+    guid = row[0] if split.startswith("test") and header else f"{split}-{line}"
+    value = (None if label is None else float(row[label]) if spec.is_regression
+             else row[label])
+    out.append((guid, row[a], None if b is None else row[b], value))
+  return out
+
+
+def glue_model(spec, split, data):
+  """read_split's documented rules applied to `data` by this test: ("refuse", line or None) or
+  ("read", [(guid, text_a, text_b, label)], lines counted, blank, too short)."""
+  a, b, label_col = spec.columns[split]
+  needed = max(c + 1 if c >= 0 else -c for c in (a, b, label_col) if c is not None)
+  header, test = _has_header(spec, split), split.startswith("test")
+  out, total, blank, short = [], 0, 0, 0
+  for k, raw in enumerate(split_lines(strip_bom(data))):
+    line = k + 1
+    try:
+      text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+      return "refuse", line                 # not UTF-8 (a header too)
+    if header and k == 0:
+      continue
+    total += 1
+    fields = text.split("\t")               # no quoting in GLUE's TSV
+    if all(not f.strip() for f in fields):
+      blank += 1
+      continue
+    if len(fields) < needed:
+      if test:
+        return "refuse", line               # the submission needs every index
+      short += 1
+      continue
+    value = None
+    if label_col is not None:
+      value = fields[label_col].strip()
+      if spec.is_regression:
+        try:
+          value = float(value)
+        except ValueError:
+          value = math.nan
+        if not math.isfinite(value):
+          return "refuse", line
+      elif value not in spec.labels:
+        return "refuse", line
+    guid = fields[0] if test and header else f"{split}-{line}"
+    out.append((guid, fields[a], None if b is None else fields[b], value))
+  if not out:
+    return "refuse", None
+  return "read", out, total, blank, short
+
+
+def _summary_parts(total, unit, **skipped):
+  """The totals a summary line must state; no "skipped" part when nothing was skipped."""
+  parts = [f" of {_plural(total, unit)}"]
+  reasons = [f"{n:,} {why}" for why, n in skipped.items() if n]
+  if reasons:
+    parts.append(f"skipped {sum(skipped.values()):,}: ")
+  return parts + reasons
+
+
 def _read(spec, split, data):
-  """`data` as the split's file, read: the examples (after the summary line is checked), or
-  None after the error contract is checked."""
+  """`data` as the split's file, read: (path, examples or None, the error or None, stdout)."""
   with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, spec.files[split])
     with open(path, "wb") as f:
       f.write(data)
     with captured() as out:
       try:
-        examples = classifier_data.read_split(spec, d, split)
+        return path, classifier_data.read_split(spec, d, split), None, out
       except ERRORS as e:
-        check_error(e, path, len(physical_lines(data.decode("utf-8", "replace"))))
-        return None
-    check_summary(out, path, len(examples))
-  return examples
+        return path, None, e, out
+
+
+def _as_tuples(examples):
+  return [(e.guid, e.text_a, e.text_b, e.label) for e in examples]
 
 
 def _check_encoded(tok, examples, labels, max_len, model_type):
@@ -92,6 +180,23 @@ def _check_encoded(tok, examples, labels, max_len, model_type):
     assert all(e.label is None or math.isfinite(e.label) for e in examples)
 
 
+def check_glue(spec, split, data):
+  """read_split on `data` does exactly what glue_model says; returns the examples (or None)."""
+  path, examples, err, out = _read(spec, split, data)
+  model = glue_model(spec, split, data)
+  if model[0] == "refuse":
+    assert err is not None, ("the model refuses at line", model[1], _as_tuples(examples))
+    check_refusal(err, path, model[1], len(physical_lines(data.decode("utf-8", "replace"))))
+    return None
+  assert err is None, f"refused a file the model reads ({len(model[1])} examples): {err}"
+  _, expected, total, blank, short = model
+  assert _as_tuples(examples) == expected
+  check_summary(out, path, len(expected), *_summary_parts(
+      total, "line", **{"with too few columns": short, "blank": blank}))
+  event("GLUE: lines skipped" if blank + short else "GLUE: every line used")
+  return examples
+
+
 @given(case=glue_case(), max_len=st.integers(5, 40), model_type=st.sampled_from(["xlnet", "mpnet"]))
 # Regressions: bytes that are not UTF-8 gave a bare UnicodeDecodeError (no file, no line).
 @example(case=("ax", "test", b"\x80"), max_len=8, model_type="xlnet")
@@ -100,32 +205,32 @@ def _check_encoded(tok, examples, labels, max_len, model_type):
 # A score of nan / inf was accepted as an STS-B label.
 @example(case=("sts-b", "dev", (STSB + "0\tm\tf\t2012\t1\tx\ty\tA.\tB.\tnan\n").encode()),
          max_len=8, model_type="mpnet")
+# Blank and short lines skipped and counted; a CR line end, a BOM.
+@example(case=("qnli", "train", b"\xef\xbb\xbfindex\tq\ts\tlabel\r\n\r\n1\tq\r2\tq\ts\tentailment\n"
+                                b" \t \n"), max_len=8, model_type="xlnet")
 @fuzz_settings(800)
 @each_input_bounded
 def test_fuzz_glue_tsv(tok, case, max_len, model_type):
   name, split, data = case
   spec = classifier_data.GLUE[name]
-  examples = _read(spec, split, data)
-  if examples is None:
-    return
-  text = data.decode("utf-8-sig")           # what was read must have been UTF-8
-  lines = physical_lines(text)
-  a, b, label_col = spec.columns[split]
-  for ex in examples:
-    if re.fullmatch(rf"{split}-\d+", ex.guid):
-      candidates = [lines[int(ex.guid.rsplit("-", 1)[1]) - 1]]
-    else:   # test files with a header: the guid is the index column
-      candidates = [l for l in lines if l.split("\t")[0] == ex.guid]
-    rows = [l.split("\t") for l in candidates]
-    assert any(len(r) > max(a, b or 0) and ex.text_a == r[a] and (b is None or ex.text_b == r[b])
-               for r in rows), (ex, candidates)
-    if label_col is None:
-      assert ex.label is None
-    elif spec.is_regression:
-      assert isinstance(ex.label, float) and math.isfinite(ex.label)
-    else:
-      assert ex.label in spec.labels
-  _check_encoded(tok, examples, spec.labels, max_len, model_type)
+  examples = check_glue(spec, split, data)
+  if examples is not None:
+    _check_encoded(tok, examples, spec.labels, max_len, model_type)
+
+
+@pytest.mark.parametrize("name,split", GLUE_SPLITS)
+@given(data=st.data())
+@fuzz_settings(6)
+def test_glue_unedited_files_are_read_whole(name, split, data):
+  """Zero edits: read without error, every row an example, as the generator wrote it."""
+  spec = classifier_data.GLUE[name]
+  _, _, header, rows, valid = data.draw(glue_file((name, split)))
+  path, examples, err, out = _read(spec, split, valid)
+  assert err is None, err
+  assert _as_tuples(examples) == glue_expected(spec, split, rows, header)
+  check_summary(out, path, len(rows), f"used {len(rows):,} of {_plural(len(rows), 'line')}")
+  assert "skipped" not in out.getvalue()
+  assert check_glue(spec, split, valid) is not None      # and the model agrees
 
 
 # ---- text classification: CSV layouts and IMDB folders ------------------------------------------
@@ -133,9 +238,14 @@ def test_fuzz_glue_tsv(tok, case, max_len, model_type):
 CSV_TASKS = sorted(n for n, s in classifier_data.TEXT.items() if s.reader == "csv")
 
 
+def _quote(field):
+  return '"' + field.replace('"', '""') + '"'
+
+
 @st.composite
-def csv_case(draw):
-  name = draw(st.sampled_from(CSV_TASKS))
+def csv_file(draw, name=None):
+  """(task, split, rows, file bytes): a valid CSV of the layout, every field quoted."""
+  name = name or draw(st.sampled_from(CSV_TASKS))
   spec = classifier_data.TEXT[name]
   split = draw(st.sampled_from(sorted(spec.files)))
   n_text = len(spec.columns[split][0])
@@ -143,10 +253,111 @@ def csv_case(draw):
   for _ in range(draw(st.integers(1, 5))):
     fields = [draw(st.sampled_from(spec.labels))] + [draw(PLAIN) for _ in range(n_text)]
     if draw(st.booleans()):
-      fields[-1] = fields[-1] + draw(st.sampled_from([', with a comma', ' say "hi"', "\nnext"]))
-    rows.append(",".join('"' + f.replace('"', '""') + '"' for f in fields))
-  valid = "".join(r + "\n" for r in rows).encode()
+      fields[-1] = fields[-1] + draw(st.sampled_from([', with a comma', ' say "hi"', "\nnext",
+                                                      "\r\nnext"]))
+    rows.append(fields)
+  data = "".join(",".join(map(_quote, r)) + "\n" for r in rows).encode()
+  return name, split, rows, data
+
+
+@st.composite
+def csv_case(draw):
+  name, split, _, valid = draw(csv_file())
   return name, split, draw(file_bytes(valid))
+
+
+def csv_expected(split, rows):
+  """The examples of an unedited CSV, from the generator's rows (a row's first line: 1 + the
+  line breaks of the rows before it)."""
+  out, line = [], 1
+  for fields in rows:
+    out.append((f"{split}-{line}", " ".join(fields[1:]), None, fields[0]))
+    line += 1 + sum(len(physical_lines(f)) - 1 for f in fields)
+  return out
+
+
+def parse_csv(text):
+  """[(first line, fields)] of `text` by the CSV dialect read_split uses (Excel's, as Python's
+  csv module documents it), written out here: a field opened by a quote runs to the next single
+  quote ("" is a quote), characters after it join the field; a quote inside an unquoted field
+  is a character; \\r\\n, \\r or \\n end a row outside quotes. A quoted field still open at the
+  end of the text: (first line, None) ends the list."""
+  rows, i, n, line = [], 0, len(text), 1
+  while i < n:
+    start, fields = line, []
+    while True:
+      buf = []
+      if text[i:i + 1] == '"':                       # a quoted field
+        i += 1
+        while True:
+          if i >= n:
+            return rows + [(start, None)]
+          c = text[i]
+          if c == '"':
+            if text[i + 1:i + 2] == '"':
+              buf.append('"')
+              i += 2
+              continue
+            i += 1
+            break
+          if c in "\r\n":
+            line += 1
+            if text[i:i + 2] == "\r\n":
+              buf.append("\r")
+              i += 1
+          buf.append(text[i])
+          i += 1
+      while i < n and text[i] not in ",\r\n":        # unquoted (or after the closing quote)
+        buf.append(text[i])
+        i += 1
+      fields.append("".join(buf))
+      if i < n and text[i] == ",":
+        i += 1
+        continue
+      if i < n:                                      # the row's end
+        i += 2 if text[i:i + 2] == "\r\n" else 1
+        line += 1
+      break
+    rows.append((start, fields))
+  return rows
+
+
+def csv_model(spec, split, data):
+  """("refuse", line or None) or ("read", [(guid, text_a, None, label)], rows, blank)."""
+  text_cols, _, label_col = spec.columns[split]
+  needed = max(*text_cols, label_col) + 1
+  out, blank = [], 0
+  rows = parse_csv(strip_bom(data).decode("utf-8", "surrogateescape"))
+  for line, fields in rows:
+    if fields is None or UNDECODED.search("".join(fields)):
+      return "refuse", line      # a stray quote swallowing the rest; bytes that are not UTF-8
+    if all(not f.strip() for f in fields):
+      blank += 1
+      continue
+    if len(fields) < needed:
+      return "refuse", line      # the CSV layouts are regular: no short rows
+    if fields[label_col].strip() not in spec.labels:
+      return "refuse", line
+    out.append((f"{split}-{line}", " ".join(fields[c] for c in text_cols), None,
+                fields[label_col].strip()))
+  if not out:
+    return "refuse", None
+  return "read", out, len(rows), blank
+
+
+def check_csv(spec, split, data):
+  path, examples, err, out = _read(spec, split, data)
+  model = csv_model(spec, split, data)
+  if model[0] == "refuse":
+    assert err is not None, ("the model refuses at line", model[1], _as_tuples(examples))
+    check_refusal(err, path, model[1], len(physical_lines(data.decode("utf-8", "replace"))))
+    return None
+  assert err is None, f"refused a file the model reads ({len(model[1])} examples): {err}"
+  _, expected, total, blank = model
+  assert _as_tuples(examples) == expected
+  check_summary(out, path, len(expected), *_summary_parts(total, "row", blank=blank))
+  event("CSV: rows skipped" if blank else "CSV: every row used")
+  return examples
 
 
 @given(case=csv_case(), max_len=st.integers(5, 40), model_type=st.sampled_from(["xlnet", "mpnet"]))
@@ -158,40 +369,36 @@ def csv_case(draw):
 def test_fuzz_text_classification_csv(tok, case, max_len, model_type):
   name, split, data = case
   spec = classifier_data.TEXT[name]
-  examples = _read(spec, split, data)
-  if examples is None:
-    return
-  n_lines = len(physical_lines(data.decode("utf-8", "replace")))
-  unquoted = data.decode("utf-8-sig").replace('"', "")
-  for ex in examples:
-    assert ex.label in spec.labels and ex.text_b is None
-    line = int(ex.guid.rsplit("-", 1)[1])
-    assert 1 <= line <= n_lines
-    assert all(w.replace('"', "") in unquoted for w in ex.text_a.split(" ")), ex
-  _check_encoded(tok, examples, spec.labels, max_len, model_type)
+  examples = check_csv(spec, split, data)
+  if examples is not None:
+    _check_encoded(tok, examples, spec.labels, max_len, model_type)
+
+
+@pytest.mark.parametrize("name", CSV_TASKS)
+@given(data=st.data())
+@fuzz_settings(10)
+def test_csv_unedited_files_are_read_whole(name, data):
+  """Zero edits: read without error, every row an example, as the generator wrote it."""
+  spec = classifier_data.TEXT[name]
+  _, split, rows, valid = data.draw(csv_file(name))
+  path, examples, err, out = _read(spec, split, valid)
+  assert err is None, err
+  assert _as_tuples(examples) == csv_expected(split, rows)
+  check_summary(out, path, len(rows), f"used {len(rows):,} of {_plural(len(rows), 'row')}")
+  assert "skipped" not in out.getvalue()
+  assert check_csv(spec, split, valid) is not None       # and the model agrees
 
 
 REVIEW = b"A fine film.<br /><br />The cast is good and the story moves along."
+IMDB_NAMES = ["1_9.txt", "2_3.txt", "3_1.txt", "x.txt.bak", "dir.txt"]
 
 
-@given(files=st.lists(st.tuples(st.sampled_from(["pos", "neg"]),
-                                st.sampled_from(["1_9.txt", "2_3.txt", "3_1.txt", "x.txt.bak",
-                                                 "dir.txt"]),
-                                st.one_of(edited(REVIEW), st.binary(max_size=100))),
-                      max_size=5, unique_by=lambda t: t[:2]))
-# Regressions: not UTF-8 (bare UnicodeDecodeError), a directory named *.txt (IsADirectoryError),
-# a review starting with a line break (the batch misalignment above), a BOM kept in the text.
-@example(files=[("pos", "1_9.txt", b"\xff")])
-@example(files=[("neg", "dir.txt", b"")])
-@example(files=[("pos", "1_9.txt", b"\nA fine film."), ("neg", "2_3.txt", b"Bad.")])
-@example(files=[("neg", "2_3.txt", b"\xef\xbb\xbfGood")])
-@fuzz_settings(150)
-@each_input_bounded
-def test_fuzz_imdb_folders(tok, files):
+def _read_imdb(files):
+  """`files` [(label, name, bytes)] written as train/{label}/{name} ("dir.txt": a directory),
+  read: (split dir, examples or None, error or None, stdout)."""
   spec = classifier_data.TEXT["imdb"]
   with tempfile.TemporaryDirectory() as d:
     split_dir = os.path.join(d, "train")
-    expected = {}
     for label, name, data in files:
       os.makedirs(os.path.join(split_dir, label), exist_ok=True)
       path = os.path.join(split_dir, label, name)
@@ -200,21 +407,70 @@ def test_fuzz_imdb_folders(tok, files):
         continue
       with open(path, "wb") as f:
         f.write(data)
-      if name.endswith(".txt"):
-        expected[(label, name)] = data
     with captured() as out:
       try:
-        examples = classifier_data.read_split(spec, d, "train")
+        return split_dir, classifier_data.read_split(spec, d, "train"), None, out
       except ERRORS as e:
-        check_error(e, split_dir)
-        return
-    check_summary(out, split_dir, len(examples))
-  assert len(examples) == len(expected)
-  for ex in examples:
-    data = expected[(ex.label, ex.guid)]
-    assert ex.text_a == data.decode("utf-8-sig").replace("<br />", " ")
+        return split_dir, None, e, out
+
+
+def imdb_model(files):
+  """Every */*.txt is a review (label: its folder; text: UTF-8, BOM dropped, <br /> a space), in
+  label then name order; one that cannot be read as UTF-8 text (or no review at all): refused."""
+  reviews = sorted((label, name, data) for label, name, data in files if name.endswith(".txt"))
+  if not reviews:
+    return "refuse", None
+  out = []
+  for label, name, data in reviews:
+    try:
+      if name == "dir.txt":
+        raise ValueError
+      out.append((name, strip_bom(data).decode("utf-8").replace("<br />", " "), None, label))
+    except ValueError:
+      return "refuse", name
+  return "read", out
+
+
+@given(files=st.lists(st.tuples(st.sampled_from(["pos", "neg"]), st.sampled_from(IMDB_NAMES),
+                                st.one_of(edited(REVIEW), st.binary(max_size=100))),
+                      max_size=5, unique_by=lambda t: t[:2]))
+# Regressions: not UTF-8 (bare UnicodeDecodeError), a directory named *.txt (IsADirectoryError),
+# a review starting with a line break (the batch misalignment above), a BOM kept in the text.
+@example(files=[("pos", "1_9.txt", b"\xff")])
+@example(files=[("neg", "dir.txt", b"")])
+@example(files=[("pos", "1_9.txt", b"\nA fine film."), ("neg", "2_3.txt", b"Bad.")])
+@example(files=[("neg", "2_3.txt", b"\xef\xbb\xbfGood")])
+@example(files=[("neg", "2_3.txt", REVIEW), ("pos", "1_9.txt", REVIEW), ("pos", "3_1.txt", b"")])
+@fuzz_settings(150)
+@each_input_bounded
+def test_fuzz_imdb_folders(tok, files):
+  spec = classifier_data.TEXT["imdb"]
+  split_dir, examples, err, out = _read_imdb(files)
+  model = imdb_model(files)
+  if model[0] == "refuse":
+    assert err is not None, ("the model refuses", model[1], _as_tuples(examples))
+    check_refusal(err, split_dir if model[1] is None else os.path.join(split_dir, ""))
+    if model[1] is not None:
+      assert model[1] in str(err), (model[1], str(err))
+    return
+  assert err is None, f"refused folders the model reads: {err}"
+  assert sorted(_as_tuples(examples), key=lambda t: (t[3], t[0])) == model[1]
+  counts = [f"{sum(l == label for l, n, _ in files if n.endswith('.txt')):,} {label}"
+            for label in spec.labels]
+  check_summary(out, split_dir, len(model[1]), f"({', '.join(counts)})")
   _check_encoded(tok, examples, spec.labels, 24, "xlnet")
 
+
+def test_imdb_unedited_folders_are_read_whole():
+  """Zero edits: every review of both folders is an example, text as written (<br /> a space)."""
+  files = [(label, name, REVIEW + name.encode()) for label in ("neg", "pos")
+           for name in IMDB_NAMES[:3]]
+  split_dir, examples, err, out = _read_imdb(files)
+  assert err is None, err
+  text = "A fine film.  The cast is good and the story moves along."
+  assert sorted(_as_tuples(examples), key=lambda t: (t[3], t[0])) == [
+      (name, text + name, None, label) for label in ("neg", "pos") for name in IMDB_NAMES[:3]]
+  check_summary(out, split_dir, 6, "(3 neg, 3 pos)")
 
 
 def test_csv_bom_quotes_and_line_numbers(tmp_path):
