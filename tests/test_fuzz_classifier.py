@@ -364,6 +364,11 @@ def check_csv(spec, split, data):
 # Regression: a line break inside a quoted field split the text in two in the tokenizer's
 # batch, so every later row got the next example's tokens (IndexError at the end).
 @example(case=("ag-news", "dev", b'"1","a","a\nnext"\n'), max_len=8, model_type="xlnet")
+# A file cut inside its last quoted field was read silently (the text cut short); a quote inside
+# an unquoted field made a row with a multi-line field "run to the end of the file".
+@example(case=("ag-news", "dev", b'"1","a","a\n'), max_len=8, model_type="xlnet")
+@example(case=("ag-news", "dev", b'"1","a","b"\n"2","a","b'), max_len=8, model_type="xlnet")
+@example(case=("ag-news", "dev", b'"1",x"y,"a\nb"\n'), max_len=8, model_type="xlnet")
 @fuzz_settings(400)
 @each_input_bounded
 def test_fuzz_text_classification_csv(tok, case, max_len, model_type):

@@ -1,5 +1,13 @@
 """Fuzz suite (tests/fuzz_helpers.py): RACE JSON files through race.read_split and race.encode
-(tiny and odd lengths). python -m pytest tests/test_fuzz_race.py"""
+(tiny and odd lengths).
+
+Every input is first judged by this file's own model of read_split's documented rules (from
+the bytes: UTF-8 JSON, an object with a string article and equal-length lists of string
+questions, lists of 4 string options, answers A-D; nothing skipped): the reader must refuse
+exactly where the model refuses (naming the first bad file, in level then name order), else
+return exactly the model's items in order, with the counts in its summary. Unedited documents
+(a separate test, and edits drawn to zero in the fuzz test) are also checked against the
+generator's own dicts. python -m pytest tests/test_fuzz_race.py"""
 
 import copy
 import json
@@ -8,29 +16,42 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from data_utils.tokenization import CLS_ID
 from finetuning import race
-from tests.fuzz_helpers import (each_input_bounded, ERRORS, fuzz_settings, HOSTILE, PLAIN, to_bytes, edited, check_error, captured, check_summary)
+from tests.fuzz_helpers import (each_input_bounded, ERRORS, fuzz_settings, HOSTILE, PLAIN,
+                                to_bytes, edited, captured, check_summary, check_refusal,
+                                strip_bom)
 
 
 # ---- RACE JSON ----------------------------------------------------------------------------------
 
 ODD_VALUES = [None, 0, 1.5, True, "", "str", [], {}, ["A"], [["a", "b", "c", "d"]], "ABCD",
               float("nan"), 10 ** 30, "\ud800"]
+TEXT = st.one_of(PLAIN, PLAIN, HOSTILE)
+
+
+@st.composite
+def race_valid_doc(draw, min_questions=0):
+  """One RACE document as a dict, as the release's files are."""
+  n = draw(st.integers(min_questions, 3))
+  return {"id": "1.txt", "article": draw(TEXT),
+          "questions": [draw(st.one_of(TEXT, st.just("the door was _ ."))) for _ in range(n)],
+          "options": [[draw(TEXT) for _ in range(4)] for _ in range(n)],
+          "answers": [draw(st.sampled_from("ABCD")) for _ in range(n)]}
+
+
+def _dumps(draw, doc):
+  """doc as bytes: ASCII escapes or raw UTF-8 (lone surrogates then become invalid UTF-8)."""
+  return to_bytes(json.dumps(doc, ensure_ascii=draw(st.sampled_from([True, True, False]))))
 
 
 @st.composite
 def race_doc(draw):
   """One RACE document (bytes): a valid one, then JSON-level and byte-level edits."""
-  n = draw(st.integers(0, 3))
-  text = st.one_of(PLAIN, PLAIN, HOSTILE)
-  doc = {"id": "1.txt", "article": draw(text),
-         "questions": [draw(st.one_of(text, st.just("the door was _ ."))) for _ in range(n)],
-         "options": [[draw(text) for _ in range(4)] for _ in range(n)],
-         "answers": [draw(st.sampled_from("ABCD")) for _ in range(n)]}
+  doc = draw(race_valid_doc())
   for _ in range(draw(st.sampled_from([0, 0, 0, 1, 1, 2, 3]))):
     if not isinstance(doc, dict):
       break
@@ -52,8 +73,7 @@ def race_doc(draw):
       doc[key].append(doc[key][0] if doc[key] else "extra")
     elif op == "shape":
       doc = draw(st.sampled_from([[doc], "doc", None, 3, [], {}]))
-  text = json.dumps(doc, ensure_ascii=draw(st.sampled_from([True, True, False])))
-  data = to_bytes(text)
+  data = _dumps(draw, doc)
   kind = draw(st.sampled_from(["json"] * 12 + ["edited", "raw", "deep", "bignum"]))
   if kind == "edited":
     data = draw(edited(data, max_edits=2))
@@ -74,21 +94,95 @@ def race_case(draw):
   return files
 
 
-def _race_strings(value):
-  """The strings a JSON value holds (for tracing items back to files)."""
-  if isinstance(value, str):
-    yield value
-  elif isinstance(value, list):
-    for v in value:
-      yield from _race_strings(v)
-  elif isinstance(value, dict):
-    for v in value.values():
-      yield from _race_strings(v)
-
-
 def _race_json(article="a", questions=("q",), options=(("a", "b", "c", "d"),), answers=("B",)):
   return json.dumps({"article": article, "questions": list(questions),
                      "options": [list(o) for o in options], "answers": list(answers)}).encode()
+
+
+def doc_items(level, doc):
+  """The items of one valid document (dict): one per question, in order."""
+  return [(level, doc["article"], q, list(o), "ABCD".index(a))
+          for q, o, a in zip(doc["questions"], doc["options"], doc["answers"])]
+
+
+def file_model(level, data):
+  """The items of one file by read_split's rules, or None where it must be refused."""
+  try:
+    doc = json.loads(strip_bom(data).decode("utf-8"))
+  except (ValueError, RecursionError):        # not UTF-8, not JSON, nested too deep
+    return None
+  if not (isinstance(doc, dict) and all(k in doc for k in ("article", "questions", "options",
+                                                           "answers"))):
+    return None
+  questions, options, answers = doc["questions"], doc["options"], doc["answers"]
+  if not (isinstance(doc["article"], str) and isinstance(questions, list)
+          and isinstance(options, list) and isinstance(answers, list)
+          and len(questions) == len(options) == len(answers)):
+    return None
+  for q, o, a in zip(questions, options, answers):
+    if not (isinstance(q, str) and isinstance(o, list) and len(o) == 4
+            and all(isinstance(x, str) for x in o) and a in ("A", "B", "C", "D")):
+      return None
+  return doc_items(level, doc)
+
+
+def split_model(root, files):
+  """("refuse", path) or ("read", items, files, files without questions): levels in order,
+  files by name, the first file that is not a RACE document refused."""
+  items, empty = [], 0
+  if not files:
+    return "refuse", root
+  for level in race.LEVELS:
+    for lev, name, data in sorted(files, key=lambda f: f[1]):
+      if lev != level:
+        continue
+      got = file_model(level, data)
+      if got is None:
+        return "refuse", os.path.join(root, level, name)
+      items += got
+      empty += not got
+  if not items:
+    return "refuse", root
+  return "read", items, len(files), empty
+
+
+def _read_race(files):
+  """files [(level, name, bytes)] written as {d}/dev/{level}/{name}, read: (root, items or None,
+  error or None, stdout)."""
+  with tempfile.TemporaryDirectory() as d:
+    for level, name, data in files:
+      os.makedirs(os.path.join(d, "dev", level), exist_ok=True)
+      with open(os.path.join(d, "dev", level, name), "wb") as f:
+        f.write(data)
+    with captured() as out:
+      try:
+        return os.path.join(d, "dev"), race.read_split(d, "dev"), None, out
+      except ERRORS as e:
+        return os.path.join(d, "dev"), None, e, out
+
+
+def _plural(n, unit):
+  return f"{n:,} {unit}{'s' * (n != 1)}"
+
+
+def check_race(files):
+  """read_split on `files` does exactly what split_model says; returns the items (or None)."""
+  root, items, err, out = _read_race(files)
+  model = split_model(root, files)
+  if model[0] == "refuse":
+    assert err is not None, ("the model refuses", model[1], items)
+    check_refusal(err, model[1])
+    return None
+  assert err is None, f"refused files the model reads ({len(model[1])} items): {err}"
+  _, expected, n_files, empty = model
+  assert items == expected
+  counts = [f"{level} {sum(it[0] == level for it in expected):,}" for level in race.LEVELS]
+  check_summary(out, root, len(expected), f"questions from {_plural(n_files, 'file')} "
+                f"({', '.join(counts)})", *([f"; {empty:,} without questions"] if empty else []))
+  if not empty:
+    assert "without questions" not in out.getvalue()
+  event("RACE: files without questions" if empty else "RACE: every file has questions")
+  return items
 
 
 @given(files=race_case(), max_len=st.integers(6, 48), max_qa=st.integers(1, 64),
@@ -115,33 +209,25 @@ def _race_json(article="a", questions=("q",), options=(("a", "b", "c", "d"),), a
 @example(files=[("middle", "0.txt", _race_json(article="one\ntwo")),
                 ("middle", "1.txt", _race_json(article="three four five"))],
          max_len=24, max_qa=8, model_type="xlnet")
+# Both levels, a file without questions (counted), a second file after a valid one refused.
+@example(files=[("high", "0.txt", _race_json()), ("middle", "1.txt", _race_json(
+    questions=[], options=[], answers=[])), ("middle", "2.txt", _race_json(answers=["C"]))],
+         max_len=16, max_qa=8, model_type="xlnet")
+@example(files=[("high", "0.txt", _race_json()), ("high", "1.txt", _race_json(answers=["E"]))],
+         max_len=16, max_qa=8, model_type="xlnet")
 @fuzz_settings(600)
 @each_input_bounded
 def test_fuzz_race_json(tok, files, max_len, max_qa, model_type):
-  with tempfile.TemporaryDirectory() as d:
-    strings = set()
-    for level, name, data in files:
-      os.makedirs(os.path.join(d, "dev", level), exist_ok=True)
-      with open(os.path.join(d, "dev", level, name), "wb") as f:
-        f.write(data)
-      try:
-        strings.update(_race_strings(json.loads(data.decode("utf-8-sig"))))
-      except (ValueError, RecursionError):
-        pass
-    with captured() as out:
-      try:
-        items = race.read_split(d, "dev")
-      except ERRORS as e:
-        check_error(e, d)
-        return
-    check_summary(out, os.path.join(d, "dev"), len(items))
+  items = check_race(files)
+  if items is None:
+    return
   for level, article, question, options, label in items:
     assert level in race.LEVELS and 0 <= label < 4 and len(options) == 4
-    assert all(isinstance(t, str) and t in strings for t in [article, question, *options])
   feats = race.encode(tok, items, max_len, max_qa_length=max_qa, model_type=model_type)
   n = len(items)
   assert feats["input_ids"].shape == (n, 4, max_len) == feats["input_mask"].shape
-  assert set(feats["label"].tolist()) <= {0, 1, 2, 3} and set(feats["level"].tolist()) <= {0, 1}
+  np.testing.assert_array_equal(feats["label"], [it[4] for it in items])
+  np.testing.assert_array_equal(feats["level"], [race.LEVELS.index(it[0]) for it in items])
   if model_type == "xlnet":
     assert (feats["input_ids"][:, :, -1] == CLS_ID).all()
   for k in range(min(n, 3)):   # rows line up with items
@@ -149,6 +235,33 @@ def test_fuzz_race_json(tok, files, max_len, max_qa, model_type):
                         model_type=model_type)
     np.testing.assert_array_equal(feats["input_ids"][k], alone["input_ids"][0])
 
+
+@st.composite
+def unedited_files(draw):
+  files = []
+  for k in range(draw(st.integers(1, 4))):
+    doc = draw(race_valid_doc(min_questions=1))
+    text = json.dumps(doc, ensure_ascii=False)
+    ascii_only = draw(st.booleans()) or any(0xd800 <= ord(c) < 0xe000 for c in text)
+    files.append((draw(st.sampled_from(race.LEVELS)), f"{k}.txt", doc,
+                  json.dumps(doc, ensure_ascii=ascii_only).encode("utf-8")))
+  return files
+
+
+@given(files=unedited_files())
+@fuzz_settings(60)
+def test_race_unedited_files_are_read_whole(files):
+  """Zero edits: read without error; every question of every file an item, as generated."""
+  root, items, err, out = _read_race([(level, name, data) for level, name, _, data in files])
+  assert err is None, err
+  expected = [it for level in race.LEVELS for lev, _, doc, _ in files if lev == level
+              for it in doc_items(level, doc)]
+  assert items == expected
+  counts = [f"{level} {sum(it[0] == level for it in expected):,}" for level in race.LEVELS]
+  check_summary(out, root, len(expected),
+                f"questions from {_plural(len(files), 'file')} ({', '.join(counts)})")
+  assert "without questions" not in out.getvalue()
+  assert check_race([(level, name, data) for level, name, _, data in files]) == expected
 
 
 def test_race_reader_rejects_what_it_used_to_drop_or_misread(tmp_path):
