@@ -20,9 +20,9 @@ import signal
 import sys
 import time
 
-from absl import app
 from absl import flags
 
+from data_utils import cli_app
 from reproduction import pipeline as pipeline_lib
 from reproduction import report
 from reproduction.presets import PRESETS
@@ -83,4 +83,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli_app.run(main)

@@ -16,11 +16,11 @@ the shared training loop, evaluates on the dev split at every checkpoint
 import json
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import keras
 
+from data_utils import cli_app
 from data_utils import fileio
 from finetuning import runner
 from finetuning import classifier_data
@@ -107,4 +107,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli_app.run(main)

@@ -20,11 +20,11 @@ The ablations of the XLNet paper are flags: --mem_len=0, records written with
 import dataclasses
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import keras
 
+from data_utils import cli_app
 from data_utils import fileio
 from data_utils import pipeline
 from data_utils import record_format
@@ -140,4 +140,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli_app.run(main)

@@ -13,11 +13,11 @@ per level with the shared training loop.
 import json
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import keras
 
+from data_utils import cli_app
 from data_utils import fileio
 from finetuning import runner
 from finetuning.classifier_task import ClassifierConfig
@@ -90,4 +90,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli_app.run(main)

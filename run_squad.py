@@ -17,11 +17,11 @@ file alone is scored with:
 import json
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import keras
 
+from data_utils import cli_app
 from finetuning import layouts
 from finetuning import runner
 from finetuning import squad_features
@@ -135,4 +135,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli_app.run(main)

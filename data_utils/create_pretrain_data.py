@@ -84,7 +84,7 @@ def run(argv):
   """`absl.app.run(main)`, without importing absl.app (with absl.logging and pdb: ~20-35 ms of a
   writer process's start-up) when the command line holds only this script's own flags; any
   other flag (--help, --helpfull, --flagfile, absl.logging's...) or a bad value goes through
-  absl.app as before."""
+  absl.app as before (data_utils/cli_app.py: the help flags exit 0)."""
   if not any(arg.startswith(("-h", "-?", "--help", "--flagfile", "--only_check_args"))
              for arg in argv[1:]):
     try:
@@ -93,8 +93,8 @@ def run(argv):
       FLAGS.unparse_flags()
     else:
       _exit(main(rest))
-  from absl import app  # pylint: disable=import-outside-toplevel
-  app.run(main, argv)
+  from data_utils import cli_app  # pylint: disable=import-outside-toplevel
+  cli_app.run(main, argv)
 
 
 def _exit(code):

@@ -14,9 +14,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
+from data_utils import cli_app  # noqa: E402
 from data_utils import fileio, tokenization  # noqa: E402
 
 flags.DEFINE_string("input_glob", None, "Text files to learn from (comma-separated globs).")
@@ -45,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli_app.run(main)

@@ -2,6 +2,7 @@
 run_squad.py --do_eval_only scores a file (the quickstart pipeline: tests/test_quickstart.py)."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -20,11 +21,26 @@ def _run(*args, timeout=300):
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_help(script):
+  """--help exits 0 (absl's own exits 1; data_utils/cli_app.py) and prints the script's flags,
+  each with its help text."""
   result = _run(script, "--help")
-  # absl's --help exits 1 after printing; what matters is the text and no crash
-  assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
+  assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+  assert "Traceback" not in result.stderr, result.stderr
   flag = "--model_prefix" if "tokenizer" in script else "--output_dir"
-  assert flag in result.stdout
+  assert re.search(rf"^  {flag}: \S", result.stdout, re.MULTILINE), result.stdout[-2000:]
+
+
+def test_help_exits_0_and_errors_still_1():
+  """Only the help flags' exit changes: -?, --helpshort and --helpfull print help and exit 0,
+  an unknown flag still exits 1 with absl's message."""
+  script = "data_utils/train_tokenizer.py"   # the quickest to start (no TensorFlow)
+  for help_flag in ("-?", "--helpshort", "--helpfull"):
+    result = _run(script, help_flag)
+    assert result.returncode == 0, (help_flag, result.returncode, result.stderr)
+    assert re.search(r"^  --model_prefix: Writes PREFIX", result.stdout, re.MULTILINE), help_flag
+  result = _run(script, "--no_such_flag")
+  assert result.returncode == 1, (result.returncode, result.stderr)
+  assert "Unknown command line flag 'no_such_flag'" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("script,args,message", [
