@@ -24,6 +24,8 @@ PAPER_MPNET = {"mpnet": {"SQuAD2.0 F1": 83.3, "MNLI": 86.2, "SST-2": 94.0},
                "mlm": {"SQuAD2.0 F1": 79.8, "MNLI": 85.6, "SST-2": 93.3}}
 PAPER_ORDER = (("plm", "mlm"), ("mpnet", "plm"), ("mpnet", "mlm"), ("plm", "none"),
                ("mlm", "none"), ("mpnet", "none-mpnet"))
+# What compare() and the verdicts say when a side has one fine-tuning seed (the tiny preset).
+NO_SPREAD = "one seed each: no spread to judge by"
 
 
 def stats(values):
@@ -47,7 +49,9 @@ def _fmt(s, scale=100.0, digits=1):
 
 
 def compare(name_a, a, name_b, b, scale=100.0, unit=" points"):
-  """One sentence: is a above b, by how much, and is it beyond the seed spread?"""
+  """One sentence: is a above b, by how much, and is it beyond the seed spread (the sum of the
+  two standard deviations)? Returns (sentence, a - b, clear): clear is True beyond the spread,
+  False within it, None when a side has one seed (no spread to judge by)."""
   diff = (a["mean"] - b["mean"]) * scale
   word = "above" if diff > 0 else "below" if diff < 0 else "equal to"
   sentence = f"{name_a} is {abs(diff):.1f}{unit} {word} {name_b}"
@@ -57,7 +61,7 @@ def compare(name_a, a, name_b, b, scale=100.0, unit=" points"):
     sentence += (f" ({'beyond' if clear else 'within'} the seed spread, sum of the standard "
                  f"deviations {spread:.1f})")
     return sentence, diff, clear
-  return sentence + " (one seed each: no spread to judge by)", diff, False
+  return sentence + f" ({NO_SPREAD})", diff, None
 
 
 def unigram_loss(pipeline):
@@ -211,9 +215,10 @@ def _classification_text(agg, data):
       total += 1
       _, diff, clear = compare(hi, cls[hi], lo, cls[lo])
       agree += diff > 0
+      spread = (f" ({NO_SPREAD})" if clear is None else ", beyond the seed spread" if clear
+                else ", within the seed spread")
       lines.append(f"Expected {hi} > {lo}; here {hi} − {lo} = {diff:+.1f} points: "
-                   f"{_direction(diff)}"
-                   f"{', beyond the seed spread' if clear else ', within the seed spread'}.")
+                   f"{_direction(diff)}{spread}.")
   if total:
     lines.append(f"{agree} of {total} orderings that the papers' ablations (and the premise of "
                  "pretraining) predict hold in this run on this task.")
@@ -284,7 +289,10 @@ def _gap(paper, hi, lo):
 
 def _paper_section(agg, scale, usable):
   """The papers' gaps between objectives next to this run's, pair by pair (tasks on which no
-  arm beats the trivial answer are left out: "excl.")."""
+  arm beats the trivial answer are left out: "excl."). The sign count reads the gaps, not
+  their rounded cells (+0.04 is shown as +0.0 and has the papers' sign)."""
+  gaps = []
+
   def here(hi, lo):
     cells = []
     for key, metric in (("classify", None), ("squad", "f1"), ("race", "accuracy")):
@@ -294,7 +302,11 @@ def _paper_section(agg, scale, usable):
       a, b = agg[key].get(hi), agg[key].get(lo)
       if metric:
         a, b = a and a.get(metric), b and b.get(metric)
-      cells.append(f"{(a['mean'] - b['mean']) * 100:+.1f}" if a and b else "n/a")
+      if a and b:
+        gaps.append((a["mean"] - b["mean"]) * 100)
+        cells.append(f"{gaps[-1]:+.1f}")
+      else:
+        cells.append("n/a")
     return cells
 
   rows = [("plm − mlm", "XLNet Table 6 (XLNet-Base K=7 − DAE + Transformer-XL): "
@@ -307,9 +319,8 @@ def _paper_section(agg, scale, usable):
             *here(a, BASELINE[a])) for a in OBJECTIVES]
   lines = _table(["pair", "papers (points, full scale)", "here: classification", "here: SQuAD F1",
                   "here: RACE"], rows)
-  signs = [(r[0], float(c)) for r in rows for c in r[2:] if c not in ("n/a", "excl.")]
-  agree = sum(v > 0 for _, v in signs)
-  lines += ["", f"In this run {agree} of {len(signs)} measured gaps have the papers' sign "
+  agree = sum(g > 0 for g in gaps)
+  lines += ["", f"In this run {agree} of {len(gaps)} measured gaps have the papers' sign "
             "(positive = the first objective ahead). The papers' ablations use BERT-base-size "
             "models on Wikipedia + BooksCorpus (XLNet) or 16 GB of text for 1M steps of batch "
             "256 (MPNet), where the objectives differ by one to two points; here "
@@ -344,9 +355,13 @@ def _summary(agg, unigram, data):
       base = BASELINE.get(a)
       if base in cls:
         _, diff, clear = compare(a, cls[a], base, cls[base])
-        verdicts[a] = (f"{a} {'above' if diff > 0 else 'below'} {base} beyond the seed spread"
-                       if clear else f"{a} within the seed spread of {base}")
-        verdicts[a] += f" ({diff:+.1f} points)"
+        word = "above" if diff > 0 else "below" if diff < 0 else "equal to"
+        if clear is None:
+          verdicts[a] = f"{a} {word} {base} ({diff:+.1f} points; {NO_SPREAD})"
+        else:
+          verdicts[a] = (f"{a} {word} {base} beyond the seed spread" if clear
+                         else f"{a} within the seed spread of {base}")
+          verdicts[a] += f" ({diff:+.1f} points)"
     if verdicts:
       lines.append("Pretrained against the same model without pretraining: "
                    + "; ".join(verdicts.values()) + ".")

@@ -1,0 +1,206 @@
+"""The quickstart report's verdict sentences (reproduction/report.py) on crafted result tables.
+
+Every expected sentence below is written from the report's rules, worked out by hand for the
+crafted numbers, not copied from a run:
+- a difference is "beyond the seed spread" when |mean_a - mean_b| > std_a + std_b (strictly),
+  "within" it otherwise; with one seed on a side there is no spread to judge by;
+- an ordering the papers predict (hi > lo) holds when mean_hi > mean_lo, whatever the spread;
+- a gap has the papers' sign when the first objective is ahead (gap > 0), counted over the
+  measured cells only (not "n/a", not "excl."), from the gap itself, not from its rounding.
+"""
+
+import pytest
+
+from reproduction import report
+
+DATA = {"classify": {"labels": {"a": 0, "b": 1, "c": 2, "d": 3},
+                     "counts": {"test": {"a": 10, "b": 10, "c": 10, "d": 20}}}}
+
+
+def _s(mean, std, n=5):
+  """A stats() record with this mean and standard deviation (the sentences read n/mean/std)."""
+  return {"n": n, "mean": mean, "std": std, "min": mean - std, "max": mean + std,
+          "values": [mean] * n}
+
+
+def _classify(n=5):
+  """Accuracies (fractions) with every branch of the ordering sentences (points, spread =
+  sum of the two stds): plm - mlm +22.0 (spread 4.0: beyond), mpnet - plm +2.0 (5.0: within),
+  mpnet - mlm +24.0 (3.0: beyond), plm - none +20.0 (5.0: beyond), mlm - none -2.0 (3.0:
+  within), mpnet - none-mpnet -8.0 (3.0: beyond). Means strictly ahead: 4 of the 6 pairs."""
+  return {"none": _s(0.40, 0.02, n), "none-mpnet": _s(0.70, 0.01, n), "plm": _s(0.60, 0.03, n),
+          "mlm": _s(0.38, 0.01, n), "mpnet": _s(0.62, 0.02, n)}
+
+
+# ---- compare: the seed-spread branch ------------------------------------------------------
+def test_compare_beyond_the_spread():
+  sentence, diff, clear = report.compare("plm", _s(0.60, 0.03), "mlm", _s(0.38, 0.01))
+  assert sentence == ("plm is 22.0 points above mlm (beyond the seed spread, sum of the "
+                      "standard deviations 4.0)")
+  assert diff == pytest.approx(22.0) and clear is True
+
+
+def test_compare_within_the_spread_and_below():
+  sentence, diff, clear = report.compare("mlm", _s(0.38, 0.01), "none", _s(0.40, 0.02))
+  assert sentence == ("mlm is 2.0 points below none (within the seed spread, sum of the "
+                      "standard deviations 3.0)")
+  assert diff == pytest.approx(-2.0) and clear is False
+
+
+def test_compare_a_difference_equal_to_the_spread_is_within():
+  # Exact in binary: diff (0.75 - 0.5) * 100 = 25.0 = (0.125 + 0.125) * 100.
+  sentence, diff, clear = report.compare("a", _s(0.75, 0.125), "b", _s(0.5, 0.125))
+  assert (diff, clear) == (25.0, False)
+  assert sentence == ("a is 25.0 points above b (within the seed spread, sum of the standard "
+                      "deviations 25.0)")
+
+
+def test_compare_with_one_seed_has_no_spread_to_judge_by():
+  # 22 points apart with stds 0: still no verdict on the spread, and never "clear".
+  sentence, diff, clear = report.compare("plm", _s(0.60, 0.0, n=1), "mlm", _s(0.38, 0.0, n=1))
+  assert sentence == "plm is 22.0 points above mlm (one seed each: no spread to judge by)"
+  assert diff == pytest.approx(22.0) and not clear
+
+
+# ---- the classification section ------------------------------------------------------------
+def test_classification_verdicts_every_branch():
+  lines = report._classification_text({"classify": _classify()}, DATA)
+  assert lines[0] == ("Highest mean accuracy: **none-mpnet** (70.0 ± 1.0% over 5 seeds); "
+                      "chance is 25.0% and the majority class 40.0% of the test set.")
+  assert lines[2:] == [
+      "plm is 20.0 points above the same model without pretraining (none) (beyond the seed "
+      "spread, sum of the standard deviations 5.0).",
+      "mlm is 2.0 points below the same model without pretraining (none) (within the seed "
+      "spread, sum of the standard deviations 3.0).",
+      "mpnet is 8.0 points below the same model without pretraining (none-mpnet) (beyond the "
+      "seed spread, sum of the standard deviations 3.0).",
+      "Expected plm > mlm; here plm − mlm = +22.0 points: same direction, beyond the seed "
+      "spread.",
+      "Expected mpnet > plm; here mpnet − plm = +2.0 points: same direction, within the seed "
+      "spread.",
+      "Expected mpnet > mlm; here mpnet − mlm = +24.0 points: same direction, beyond the seed "
+      "spread.",
+      "Expected plm > none; here plm − none = +20.0 points: same direction, beyond the seed "
+      "spread.",
+      "Expected mlm > none; here mlm − none = -2.0 points: opposite direction, within the seed "
+      "spread.",
+      "Expected mpnet > none-mpnet; here mpnet − none-mpnet = -8.0 points: opposite direction, "
+      "beyond the seed spread.",
+      "4 of 6 orderings that the papers' ablations (and the premise of pretraining) predict "
+      "hold in this run on this task."]
+
+
+def test_classification_no_difference_and_missing_arms():
+  """Equal means: "no difference", not an ordering that holds; only pairs with both arms."""
+  cls = {"plm": _s(0.50, 0.01), "mlm": _s(0.50, 0.02)}
+  lines = report._classification_text({"classify": cls}, DATA)
+  assert lines[2:] == [
+      "Expected plm > mlm; here plm − mlm = +0.0 points: no difference, within the seed spread.",
+      "0 of 1 orderings that the papers' ablations (and the premise of pretraining) predict "
+      "hold in this run on this task."]
+
+
+def test_classification_with_one_seed_says_there_is_no_spread():
+  """The tiny preset fine-tunes one seed per arm: no sentence may call a gap within (or
+  beyond) a seed spread that was never measured."""
+  lines = report._classification_text({"classify": _classify(n=1)}, DATA)
+  assert "(70.0% over 1 seed)" in lines[0]
+  assert lines[2:] == [
+      "plm is 20.0 points above the same model without pretraining (none) (one seed each: no "
+      "spread to judge by).",
+      "mlm is 2.0 points below the same model without pretraining (none) (one seed each: no "
+      "spread to judge by).",
+      "mpnet is 8.0 points below the same model without pretraining (none-mpnet) (one seed "
+      "each: no spread to judge by).",
+      "Expected plm > mlm; here plm − mlm = +22.0 points: same direction (one seed each: no "
+      "spread to judge by).",
+      "Expected mpnet > plm; here mpnet − plm = +2.0 points: same direction (one seed each: no "
+      "spread to judge by).",
+      "Expected mpnet > mlm; here mpnet − mlm = +24.0 points: same direction (one seed each: no "
+      "spread to judge by).",
+      "Expected plm > none; here plm − none = +20.0 points: same direction (one seed each: no "
+      "spread to judge by).",
+      "Expected mlm > none; here mlm − none = -2.0 points: opposite direction (one seed each: "
+      "no spread to judge by).",
+      "Expected mpnet > none-mpnet; here mpnet − none-mpnet = -8.0 points: opposite direction "
+      "(one seed each: no spread to judge by).",
+      "4 of 6 orderings that the papers' ablations (and the premise of pretraining) predict "
+      "hold in this run on this task."]
+
+
+# ---- the summary bullets -------------------------------------------------------------------
+def test_summary_verdicts_every_branch():
+  agg = {"pretrain": {}, "classify": _classify()}
+  assert report._summary(agg, None, DATA) == [
+      "- Module classification: best none-mpnet at 70.0 ± 1.0% (chance 25.0%).",
+      "- Pretrained against the same model without pretraining: plm above none beyond the seed "
+      "spread (+20.0 points); mlm within the seed spread of none (-2.0 points); mpnet below "
+      "none-mpnet beyond the seed spread (-8.0 points).",
+      "- Of the 6 orderings the papers' ablations (and the premise of pretraining) predict, 4 "
+      "hold on this task (plm > mlm, mpnet > plm, mpnet > mlm, plm > none); see the comparison "
+      "below."]
+
+
+def test_summary_none_hold_and_one_seed():
+  """All orderings reversed (0 hold, no list); one seed: no spread verdict either way."""
+  cls = {"none": _s(0.60, 0.0, 1), "plm": _s(0.40, 0.0, 1), "mlm": _s(0.50, 0.0, 1)}
+  assert report._summary({"pretrain": {}, "classify": cls}, None, DATA)[1:] == [
+      "- Pretrained against the same model without pretraining: plm below none (-20.0 points; "
+      "one seed each: no spread to judge by); mlm below none (-10.0 points; one seed each: no "
+      "spread to judge by).",
+      "- Of the 3 orderings the papers' ablations (and the premise of pretraining) predict, 0 "
+      "hold on this task; see the comparison below."]
+
+
+# ---- the papers' comparison: sign counts ---------------------------------------------------
+def _sign_line(agg, usable):
+  lines = report._paper_section(agg, "SCALE", usable)
+  line, = [l for l in lines if l.startswith("In this run ")]
+  return line.split(" (positive")[0], lines
+
+
+def test_sign_count_over_measured_cells_only():
+  """Classification: the 6 gaps above (4 positive). SQuAD F1: plm - mlm +6.0, plm - none +5.0,
+  mlm - none -1.0 measured, the 3 pairs with mpnet "n/a" (no mpnet run). RACE: "excl." (no
+  arm beat chance), whatever its numbers. 9 measured, 6 positive."""
+  f1 = lambda m: {"f1": _s(m, 0.01)}
+  agg = {"classify": _classify(),
+         "squad": {"none": f1(0.30), "none-mpnet": f1(0.30), "plm": f1(0.35), "mlm": f1(0.29)},
+         "race": {a: {"accuracy": _s(0.9 if a == "mlm" else 0.2, 0.01)} for a in report.ARMS}}
+  line, lines = _sign_line(agg, {"classify": True, "squad": True, "race": False})
+  assert line == "In this run 6 of 9 measured gaps have the papers' sign"
+  assert "| plm − mlm | XLNet Table 6 (XLNet-Base K=7 − DAE + Transformer-XL): RACE +1.02; " \
+         "SQuAD2.0 F1 +1.77; MNLI-m +0.96; SST-2 +0.06 | +22.0 | +6.0 | excl. |" in lines
+  assert "| mpnet − plm | MPNet ablation (MPNet − its PLM row): SQuAD2.0 F1 +2.30; MNLI +0.60; " \
+         "SST-2 +0.60 | +2.0 | n/a | excl. |" in lines
+  # The same run with every gap reversed in sign: the 3 negative measured gaps now agree.
+  flipped = {k: {a: v for a, v in agg[k].items()} for k in agg}
+  for a, s in list(flipped["classify"].items()):
+    flipped["classify"][a] = _s(1 - s["mean"], s["std"])
+  for a, s in list(flipped["squad"].items()):
+    flipped["squad"][a] = f1(1 - s["f1"]["mean"])
+  assert _sign_line(flipped, {"classify": True, "squad": True, "race": False})[0] == \
+      "In this run 3 of 9 measured gaps have the papers' sign"
+
+
+def test_sign_count_all_positive_and_nothing_measured():
+  agg = {"classify": {"plm": _s(0.6, 0.01), "mlm": _s(0.5, 0.01), "none": _s(0.4, 0.01)},
+         "squad": {}, "race": {}}
+  # plm - mlm +10.0, plm - none +20.0, mlm - none +10.0; the rest "n/a".
+  assert _sign_line(agg, {})[0] == "In this run 3 of 3 measured gaps have the papers' sign"
+  assert _sign_line(agg, {"classify": False})[0] == \
+      "In this run 0 of 0 measured gaps have the papers' sign"
+
+
+def test_sign_count_reads_the_gap_not_its_rounding():
+  """A gap of +0.04 points is shown as "+0.0" but the first objective IS ahead (the
+  classification text counts the same gap as an ordering that holds); -0.04 ("-0.0") and an
+  exact 0 ("+0.0") are not ahead."""
+  agg = {"classify": {"plm": _s(0.5004, 0.01), "mlm": _s(0.50, 0.01), "none": _s(0.5004, 0.01),
+                      "mpnet": _s(0.4996, 0.01)}, "squad": {}, "race": {}}
+  # plm - mlm +0.04; mpnet - plm -0.08; mpnet - mlm -0.04; plm - none 0; mlm - none -0.04.
+  line, lines = _sign_line(agg, {})
+  assert "| plm − mlm | " in lines[2] and lines[2].endswith(" | +0.0 | n/a | n/a |")
+  assert line == "In this run 1 of 5 measured gaps have the papers' sign"
+  text = report._classification_text(agg, DATA)
+  assert text[-1].startswith("1 of 5 orderings")
