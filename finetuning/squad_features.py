@@ -68,6 +68,9 @@ def read_squad(path, is_training):
   examples, skipped, where = [], 0, "data"
   try:
     for a, article in enumerate(data["data"]):
+      where = f"data[{a}]"
+      if not isinstance(article["paragraphs"], list):   # ({} and "" iterated as no paragraphs)
+        raise TypeError
       for p, paragraph in enumerate(article["paragraphs"]):
         where = f"data[{a}].paragraphs[{p}]"
         context = paragraph["context"]

@@ -6,19 +6,25 @@ Inputs are valid SQuAD files with random hostile text (any code point, lone
 surrogates, NUL, combining marks, CJK, RTL, CRLF), randomly mutated (keys
 deleted, values replaced by any JSON value), serialised with or without ASCII
 escapes, then sometimes damaged as bytes (truncated, a byte changed, a BOM).
-Window flags are drawn too, including impossible ones. Contract: the reader
-works and its output is sane (bounded windows, answers inside their paragraph,
-a prediction for every question), or it raises ValueError / FileNotFoundError
-whose message is one line naming the file (or the flag); never another
-exception, never a hang (an alarm fails the example after 60 s).
+Window flags are drawn too, including impossible ones. Contract: every file is
+first judged by this test's own model of read_squad's documented rules
+(squad_model, from the parsed bytes): the reader refuses (one line naming the
+file) exactly where the model refuses, else returns exactly the model's
+examples in order (id, question, context, answer, start, is_impossible, all
+answers) and skip count; make_features refuses (naming the flag) exactly the
+flags check_window_flags' rule rejects, else its windows tile every piece of
+every paragraph; never another exception, never a hang (an alarm fails the
+example after 60 s). Unedited files (a separate test) are read whole against
+the generator's own questions.
 The evaluator must give exactly the numbers of an independent transcription
-of the official v1.1 / v2.0 scripts (below) whenever it gives numbers, and must
-refuse (one line, naming a file) every input on which the official script crashes.
+of the official v1.1 / v2.0 scripts (below) whenever it gives numbers, must
+refuse (one line, naming a file) every input on which the official script
+crashes, and may refuse where the official script gives numbers only for a
+data file that was mutated or damaged out of the layout.
 
 Inputs per run (fixed seed, derandomized): 120 training files, 80 prediction
-files, 300 evaluation triples.
+files, 60 unedited files, 300 evaluation triples.
 """
-
 import collections
 import json
 import math
@@ -27,7 +33,7 @@ import string
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import event, example, given, strategies as st
 
 from finetuning import squad, squad_features, squad_metrics
 from tests.fuzz_helpers import ERRORS, each_input_bounded, fuzz_settings
@@ -63,9 +69,10 @@ def _slots(obj, out):
 
 
 @st.composite
-def squad_like(draw, max_questions=6):
-  """A SQuAD 2.0 dict (answers drawn right, misplaced, all-normalising-to-"", none), mutated."""
-  articles, n = [], 0
+def squad_like(draw, max_questions=6, mutate=True, report=False):
+  """A SQuAD 2.0 dict (answers drawn right, misplaced, all-normalising-to-"", none), mutated
+  (unless mutate=False). report=True: (dict, [(kind, qa) per question], mutations)."""
+  articles, n, drawn = [], 0, []
   few = st.sampled_from([1, 1, 1, 2, 2, 3])             # empty lists come from mutations
   for _ in range(draw(st.sampled_from([0, 1, 1, 1, 1, 2, 2, 2]))):
     paragraphs = []
@@ -87,22 +94,25 @@ def squad_like(draw, max_questions=6):
                   "empty_norm": draw(st.sampled_from(["the", "...", "an", " "]))}[kind]
           qa["answers"] = [{"text": text, "answer_start": a}]
         qas.append(qa)
+        drawn.append((kind, qa))
       paragraphs.append({"context": context, "qas": qas})
     articles.append({"title": "t", "paragraphs": paragraphs})
   data = {"version": "v2.0", "data": articles}
-  for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):          # structural mutations
+  mutations = draw(st.sampled_from([0, 0, 0, 1, 2])) if mutate else 0
+  for _ in range(mutations):                                         # structural mutations
     slots = _slots(data, [])
     container, key = slots[draw(st.integers(0, len(slots) - 1))]
     if draw(st.booleans()) and isinstance(container, dict):
       del container[key]
     else:
       container[key] = draw(_JSON)
-  return data
+  return (data, drawn, mutations) if report else data
 
 
 @st.composite
-def file_bytes(draw, obj):
-  """obj as JSON bytes, sometimes with raw non-UTF-8, a BOM, a cut or a changed byte."""
+def file_bytes(draw, obj, report=False):
+  """obj as JSON bytes, sometimes with raw non-UTF-8, a BOM, a cut or a changed byte.
+  report=True: (bytes, the damage's name)."""
   ascii_only = draw(st.booleans())
   raw = json.dumps(obj, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
   damage = draw(st.sampled_from(["none"] * 5 + ["bom", "truncate", "byte", "garbage"]))
@@ -115,7 +125,7 @@ def file_bytes(draw, obj):
     raw = raw[:i] + bytes([draw(st.integers(0, 255))]) + raw[i + 1:]
   elif damage == "garbage":
     raw = draw(st.binary(max_size=200))
-  return raw
+  return (raw, damage) if report else raw
 
 
 # ---- the contract --------------------------------------------------------------------------
@@ -126,27 +136,108 @@ def assert_clear_error(error, *names):
   assert any(message.startswith(f"{n}:") for n in names) or message.startswith("--"), message
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def squad_model(data, is_training):
+  """read_squad's documented rules applied by this test to a parsed file: None where it must
+  refuse (not the layout: data[].paragraphs[] of a string context and qas[] of string id and
+  question, answers a list of {"text": string} (and, to train on an answerable question, an
+  integer answer_start); a lone surrogate in a context or question; no usable question), else
+  (examples as tuples, skipped): every question, in order, except training questions whose
+  answer text is not at its answer_start (skipped and counted). is_impossible: optional, its
+  truth value."""
+  if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+    return None
+  out, skipped = [], 0
+  for article in data["data"]:
+    if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
+      return None
+    for paragraph in article["paragraphs"]:
+      if not (isinstance(paragraph, dict) and isinstance(paragraph.get("context"), str)
+              and isinstance(paragraph.get("qas"), list)):
+        return None
+      context = paragraph["context"]
+      if _SURROGATE.search(context):
+        return None
+      for qa in paragraph["qas"]:
+        if not (isinstance(qa, dict) and isinstance(qa.get("id"), str)
+                and isinstance(qa.get("question"), str)):
+          return None
+        answers = qa.get("answers", [])
+        if not (isinstance(answers, list) and all(
+            isinstance(x, dict) and isinstance(x.get("text"), str) for x in answers)):
+          return None
+        if _SURROGATE.search(qa["question"]):
+          return None
+        impossible = bool(qa.get("is_impossible", False))
+        text, start = "", -1
+        if is_training and not impossible:
+          if not answers:
+            return None
+          text, start = answers[0]["text"], answers[0].get("answer_start")
+          if not isinstance(start, int) or isinstance(start, bool):
+            return None
+          if start < 0 or context[start:start + len(text)] != text:
+            skipped += 1
+            continue
+        out.append((qa["id"], qa["question"], context, text, start, impossible,
+                    [x["text"] for x in answers]))
+  return (out, skipped) if out else None
+
+
+def _as_tuples(examples):
+  return [(e.qas_id, e.question, e.context, e.answer_text, e.answer_start, e.is_impossible,
+           e.all_answers) for e in examples]
+
+
+def flags_ok(seq, stride, query):
+  """check_window_flags' documented rule (XLNet: 3 special tokens)."""
+  return min(seq, stride, query) >= 1 and stride <= seq - query - 3
+
+
 def _read(tmp_path, raw, is_training, tok, seq, stride, query):
+  """read_squad -> make_features on `raw`, each checked against the test's model: refused
+  exactly where the model refuses (one line naming the file, or the flag), else exactly the
+  model's examples and skip count; every paragraph piece in some window."""
   path = str(tmp_path / "squad.json")
   with open(path, "wb") as f:
     f.write(raw)
   try:
+    model = squad_model(json.loads(raw.decode("utf-8-sig")), is_training)
+  except (ValueError, RecursionError):        # not UTF-8, not JSON, nested too deep
+    model = None
+  try:
     examples, skipped = squad_features.read_squad(path, is_training)
-    arrays, infos = squad_features.make_features(tok, examples, seq, stride, query,
-                                                 is_training)
   except Exception as e:  # noqa: BLE001 - the contract is about every exception
     assert_clear_error(e, path)
+    assert model is None, f"refused a file the model reads ({len(model[0])} questions): {e}"
     return None
-  assert skipped >= 0 and examples
-  bound = 0
+  assert model is not None, ("read a file the model refuses", _as_tuples(examples))
+  assert (_as_tuples(examples), skipped) == model
+  event("training questions skipped" if skipped else "every question used")
+  try:
+    arrays, infos = squad_features.make_features(tok, examples, seq, stride, query,
+                                                 is_training)
+  except Exception as e:  # noqa: BLE001
+    assert_clear_error(e, path)
+    assert not flags_ok(seq, stride, query), e
+    assert str(e).startswith("--"), e
+    return None
+  assert flags_ok(seq, stride, query), "impossible window flags accepted"
   for k, ex in enumerate(examples):
     n = len(squad_features.tokenize_with_offsets(tok, ex.context)[0])
     windows = [i for i in infos if i["example_index"] == k]
     assert 1 <= len(windows) <= math.ceil(n / stride) + 1
-    bound += len(windows)
+    covered = 0                  # windows tile the paragraph's pieces, in order, no gap
+    for w in windows:
+      assert w["span_start"] <= covered, (covered, w["span_start"])
+      covered = max(covered, w["span_start"] + w["length"])
+    assert covered == n
     assert all(0 <= s <= e <= len(ex.context) for i in windows
                for s, e in zip(i["starts"], i["ends"]))
-  assert arrays["input_ids"].shape == (bound, seq)
+  assert [i["example_index"] for i in infos] == sorted(i["example_index"] for i in infos)
+  assert arrays["input_ids"].shape == (len(infos), seq)
   return examples, arrays, infos
 
 
@@ -157,6 +248,8 @@ _FLAGS = st.tuples(st.integers(4, 48), st.integers(-1, 40), st.integers(0, 24))
 @given(data=squad_like(), flags=_FLAGS, raw=st.data())
 @each_input_bounded
 def test_fuzz_squad_training_files(tmp_path, tok, data, flags, raw):
+  if raw.draw(st.booleans()):      # one lone surrogate refuses the file: half the files have none
+    data = _valid_text(data)
   out = _read(tmp_path, raw.draw(file_bytes(data)), True, tok, *flags)
   if out is None:
     return
@@ -176,6 +269,8 @@ def test_fuzz_squad_training_files(tmp_path, tok, data, flags, raw):
 @given(data=squad_like(), flags=_FLAGS, raw=st.data(), seed=st.integers(0, 2**16))
 @each_input_bounded
 def test_fuzz_squad_prediction_files(tmp_path, tok, data, flags, raw, seed):
+  if raw.draw(st.booleans()):      # one lone surrogate refuses the file: half the files have none
+    data = _valid_text(data)
   out = _read(tmp_path, raw.draw(file_bytes(data)), False, tok, *flags)
   if out is None:
     return
@@ -193,6 +288,68 @@ def test_fuzz_squad_prediction_files(tmp_path, tok, data, flags, raw, seed):
     contexts[ex.qas_id].append(ex.context)
   for qid, text in preds.items():
     assert any(text in c for c in contexts[qid]) and math.isfinite(odds[qid])
+
+
+def _valid_text(obj):
+  """obj with every lone surrogate replaced by U+FFFD (one character for one: offsets hold)."""
+  if isinstance(obj, str):
+    return _SURROGATE.sub("\ufffd", obj)
+  if isinstance(obj, list):
+    return [_valid_text(v) for v in obj]
+  if isinstance(obj, dict):
+    return {k: _valid_text(v) for k, v in obj.items()}
+  return obj
+
+
+@fuzz_settings(60, deadline_ms=20_000)
+@given(drawn=squad_like(mutate=False, report=True), is_training=st.booleans(),
+       ascii_only=st.booleans())
+@each_input_bounded
+def test_squad_unedited_files_are_read_whole(tmp_path, tok, drawn, is_training, ascii_only):
+  """Zero edits (valid Unicode, no mutation, no damage): read without error, every question an
+  example in order, as the generator wrote it; in training, exactly those whose answer is not
+  at its answer_start skipped (every drawn span kept). Refused only without usable questions."""
+  data, questions, _ = drawn
+  data = _valid_text(data)
+  questions = [(kind, _valid_text(qa)) for kind, qa in questions]
+  path = tmp_path / "squad.json"
+  path.write_bytes(json.dumps(data, ensure_ascii=ascii_only).encode("utf-8"))
+  contexts = [p["context"] for a in data["data"] for p in a["paragraphs"] for _ in p["qas"]]
+  expected, skipped = [], 0
+  for (kind, qa), context in zip(questions, contexts):
+    answers = [x["text"] for x in qa["answers"]]
+    if is_training and not qa["is_impossible"]:
+      text, start = answers[0], qa["answers"][0]["answer_start"]
+      if context[start:start + len(text)] != text:
+        assert kind != "span"
+        skipped += 1
+        continue
+    else:
+      text, start = "", -1
+    expected.append((qa["id"], qa["question"], context, text, start, qa["is_impossible"],
+                     answers))
+  try:
+    examples, got_skipped = squad_features.read_squad(str(path), is_training)
+  except ValueError as e:
+    assert not expected and f"no usable questions ({skipped} skipped)" in str(e), e
+    event("no usable question drawn")
+    return
+  assert (_as_tuples(examples), got_skipped) == (expected, skipped)
+  event("training questions skipped" if skipped else "every question used")
+  assert squad_model(data, is_training) == (expected, skipped)       # and the model agrees
+
+
+def test_squad_reader_refuses_paragraphs_that_are_not_a_list(tmp_path):
+  """Found by the model above: {} and "" as an article's paragraphs were read as no paragraphs
+  (other non-lists were refused)."""
+  good = {"paragraphs": [{"context": "abc", "qas": [{"id": "1", "question": "q"}]}]}
+  for paragraphs in ({}, "", "ab", None):
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps({"data": [good, {"paragraphs": paragraphs}]}))
+    with pytest.raises(ValueError, match=r"squad.json: data\[1\]: not the SQuAD layout"):
+      squad_features.read_squad(str(path), False)
+  path.write_text(json.dumps({"data": [good, {"paragraphs": []}]}))
+  assert len(squad_features.read_squad(str(path), False)[0]) == 1
 
 
 # ---- --do_eval_only: the official scripts, transcribed independently ------------------------
@@ -261,7 +418,7 @@ def official_v2(dataset, preds, na_probs):
 
 @st.composite
 def eval_inputs(draw):
-  data = draw(squad_like(max_questions=8))
+  data, _, mutations = draw(squad_like(max_questions=8, report=True))
   as_list = lambda x: x if isinstance(x, list) else []
   qids = [qa.get("id") for a in as_list(data.get("data")) if isinstance(a, dict)
           for p in as_list(a.get("paragraphs")) if isinstance(p, dict)
@@ -277,21 +434,24 @@ def eval_inputs(draw):
   if odds and draw(st.integers(0, 9)) == 0:
     odds[draw(st.sampled_from(sorted(odds)))] = draw(_JSON)
   return data, preds, (odds if draw(st.booleans()) else None), draw(st.sampled_from(["1.1",
-                                                                                    "2.0"]))
+                                                                                    "2.0"])), mutations
 
 
 @fuzz_settings(300, deadline_ms=20_000)
 @given(inputs=eval_inputs(), raw=st.data())
 @each_input_bounded
 def test_fuzz_eval_only_equals_the_official_scripts(tmp_path, inputs, raw):
-  data, preds, odds, version = inputs
-  files = {}
+  data, preds, odds, version, mutations = inputs
+  files, damaged = {}, set()
   for name, obj in (("data", data), ("predictions", preds), ("null_odds", odds)):
     if obj is not None:
       files[name] = str(tmp_path / f"{name}.json")
+      content, damage = (raw.draw(file_bytes(obj, report=True)) if raw.draw(st.integers(0, 7)) == 0
+                         else (json.dumps(obj).encode("utf-8", "surrogatepass"), "none"))
+      if damage != "none":
+        damaged.add(name)
       with open(files[name], "wb") as f:
-        f.write(raw.draw(file_bytes(obj)) if raw.draw(st.integers(0, 7)) == 0 else
-                json.dumps(obj).encode("utf-8", "surrogatepass"))
+        f.write(content)
   try:      # what the official script does with the files as they are on disk
     loaded = {k: json.loads(open(v, "rb").read().decode("utf-8-sig")) for k, v in files.items()}
     expected = (official_v1(loaded["data"]["data"], loaded["predictions"]) if version == "1.1"
@@ -299,13 +459,18 @@ def test_fuzz_eval_only_equals_the_official_scripts(tmp_path, inputs, raw):
                                  loaded.get("null_odds")))
   except Exception:  # noqa: BLE001 - any crash of the official script
     expected = None
+  event("official numbers" if expected is not None else "the official script crashes")
   try:
     got = squad_metrics.evaluate_files(files["data"], files["predictions"],
                                        files.get("null_odds"), version)
   except Exception as e:  # noqa: BLE001
     assert_clear_error(e, *files.values())
-    # refusing is allowed where the official script crashes, or for a malformed data file
-    assert expected is None or "not the SQuAD layout" in str(e) or "no questions" in str(e), e
+    # refusing is allowed where the official script crashes, or for a data file that was
+    # mutated or damaged out of the layout (the official script reads some of those), never
+    # for a data file as generated
+    assert expected is None or (
+        (mutations or "data" in damaged) and str(e).startswith(files["data"] + ":")
+        and ("not the SQuAD layout" in str(e) or "no questions" in str(e))), e
     return
   assert expected is not None, got
   assert got.keys() == expected.keys()
