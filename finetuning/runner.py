@@ -40,7 +40,9 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
   if export_dir and chief:   # the SavedModel on raw text (serving/)
     from serving import tasks as serving_tasks   # local: serving imports the finetuning tasks
     serving_tasks.export_task(task, model, export_dir, log, v2=serving_tasks.squad_v2(
-        task, getattr(flag_values, "version", None)))
+        task, getattr(flag_values, "version", None)),
+        padding=getattr(flag_values, "export_padding", None),
+        xla=getattr(flag_values, "export_xla", False))
   return model
 
 

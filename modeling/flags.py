@@ -58,6 +58,14 @@ def define_model_type_flags():
                       "Write a SavedModel here (after training, or from --init_checkpoint): a "
                       "serving_default signature on raw strings with tokenization in-graph, "
                       "for TF Serving, saved_model_cli and tf.saved_model.load.")
+  flags.DEFINE_enum("export_padding", None, ["longest", "buckets", "max"],
+                    "How long the --export_dir model's rows are: 'longest' pads each batch to "
+                    "its longest row, 'buckets' to the smallest of 16, 32, 64, ... "
+                    "--max_seq_length that holds it (a few shapes for XLA), 'max' to "
+                    "--max_seq_length. Outputs are the same (padding is masked). Default: "
+                    "'buckets' with --export_xla, else 'longest'.")
+  flags.DEFINE_bool("export_xla", False, "Compile the --export_dir model's forward pass with "
+                    "XLA (jit_compile; once per batch shape).")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt of released MPNet weights, "
                       "instead of --sp_model (tokenized in-graph by tensorflow-text, "
                       "lower-cased).")

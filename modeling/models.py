@@ -194,7 +194,7 @@ class XLNetRaceModel(_XLNetModel):
 
   def call(self, inputs, training=False):
     ids = tf.convert_to_tensor(inputs["input_ids"])
-    n_choice, seq_len = ids.shape[1], ids.shape[2]
+    n_choice, seq_len = ids.shape[1], ids.shape[2] or tf.shape(ids)[2]   # served: dynamic L
     flat = {k: tf.reshape(v, [-1, seq_len]) for k, v in inputs.items()
             if k in ("input_ids", "seg_ids", "input_mask")}
     hidden = self.encode(flat, training=training)["content_output"]

@@ -81,7 +81,24 @@ def _strings(name, shape=(None,)):
   return tf.TensorSpec(list(shape), tf.string, name=name)
 
 
-def classifier_module(model, tokenizer, model_type, max_seq_length, labels, pair):
+def check_padding(padding, xla):
+  """The padding a module is exported with: `padding` (packing.PADDINGS) or, None, "buckets"
+  under XLA (a few shapes to compile) and "longest" without."""
+  padding = padding or ("buckets" if xla else "longest")
+  if padding not in packing.PADDINGS:
+    raise ValueError(f"padding={padding!r}: want one of {', '.join(packing.PADDINGS)}")
+  return padding
+
+
+def model_call(model, xla):
+  """rows -> model outputs (inference); with `xla`, compiled by XLA (once per batch shape,
+  which padding="buckets" keeps to a few per batch size)."""
+  call = lambda rows: model(rows, training=False)
+  return tf.function(call, jit_compile=True) if xla else call
+
+
+def classifier_module(model, tokenizer, model_type, max_seq_length, labels, pair, padding=None,
+                      xla=False):
   """`sentence` (+ `sentence_b`) -> logits, probabilities, label (regression: score).
 
   Args:
@@ -89,12 +106,16 @@ def classifier_module(model, tokenizer, model_type, max_seq_length, labels, pair
     tokenizer: the Python tokenizer the task used (SentencePiece Tokenizer or WordPiece).
     labels: the task's label strings; () for regression.
     pair: whether the task takes two texts.
+    padding: how long a batch's rows are (packing.trim_padding; None: check_padding).
+    xla: compile the model's call with XLA (model_call).
   """
   tok = graph_tokenizer(tokenizer)
   label_table = tf.constant(list(labels) or [""])
+  padding, call = check_padding(padding, xla), model_call(model, xla)
 
   def outputs(rows):
-    logits = tf.cast(model(rows, training=False), tf.float32)
+    rows = packing.trim_padding(rows, max_seq_length, model_type == "xlnet", padding)
+    logits = tf.cast(call(rows), tf.float32)
     if not labels:
       return {"score": logits}
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1),
@@ -136,9 +157,12 @@ def race_question_option(question, options):
   return tf.where(parts.row_lengths() > 1, joined, q + " " + option)
 
 
-def race_module(model, tokenizer, model_type, max_seq_length, max_qa_length):
-  """`article`, `question` [N], `options` [N, 4] -> logits [N, 4], probabilities, answer."""
+def race_module(model, tokenizer, model_type, max_seq_length, max_qa_length, padding=None,
+                xla=False):
+  """`article`, `question` [N], `options` [N, 4] -> logits [N, 4], probabilities, answer
+  (padding, xla: as classifier_module)."""
   tok = graph_tokenizer(tokenizer)
+  padding, call = check_padding(padding, xla), model_call(model, xla)
   answers = tf.constant(list(RACE_ANSWERS))
   n_choice = len(RACE_ANSWERS)
 
@@ -147,8 +171,9 @@ def race_module(model, tokenizer, model_type, max_seq_length, max_qa_length):
     context = tf.gather(context, tf.repeat(tf.range(tf.shape(article)[0]), n_choice))
     qa = tok.tokenize(race_question_option(question, options))
     rows = packing.race_rows(model_type, tok, context, qa, max_seq_length, max_qa_length)
-    rows = {k: tf.reshape(v, [-1, n_choice, max_seq_length]) for k, v in rows.items()}
-    logits = tf.cast(model(rows, training=False), tf.float32)
+    rows = packing.trim_padding(rows, max_seq_length, model_type == "xlnet", padding)
+    rows = {k: tf.reshape(v, [-1, n_choice, tf.shape(v)[1]]) for k, v in rows.items()}
+    logits = tf.cast(call(rows), tf.float32)
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1),
             "answer": tf.gather(answers, tf.argmax(logits, -1))}
 
@@ -156,12 +181,14 @@ def race_module(model, tokenizer, model_type, max_seq_length, max_qa_length):
                                       _strings("options", (None, n_choice))], "race")
 
 
-def squad_module(model, tokenizer, model_type, config, v2=True):
+def squad_module(model, tokenizer, model_type, config, v2=True, padding=None, xla=False):
   """`question`, `context` -> answer, start, end, score (+ no_answer_probability for v2.0),
   with run_squad's windows (max_seq_length, doc_stride, max_query_length) and beam
-  (start_n_top, end_n_top, max_answer_length) taken from `config` (a SquadConfig)."""
+  (start_n_top, end_n_top, max_answer_length) taken from `config` (a SquadConfig); padding,
+  xla: as classifier_module (the windows are right padded, so positions do not move)."""
   from serving import squad_graph
   tok = graph_tokenizer(tokenizer)
+  padding, call = check_padding(padding, xla), model_call(model, xla)
   c = config
   offsets = (tok.tokenize_with_offsets if hasattr(tok, "tokenize_with_offsets")
              else tok.tokenize_words_with_offsets)
@@ -174,7 +201,7 @@ def squad_module(model, tokenizer, model_type, config, v2=True):
         getattr(tok, "bos_id", 1), getattr(tok, "eos_id", 2), getattr(tok, "pad_id", 5))
     rows = {k: windows[k] for k in ("input_ids", "seg_ids", "input_mask", "p_mask",
                                     "cls_index")}
-    out = model(rows, training=False)
+    out = call(packing.trim_padding(rows, c.max_seq_length, False, padding))
     out = {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v for k, v in out.items()}
     best = squad_graph.extract_best(out, windows, doc_starts, doc_ends, context, c.start_n_top,
                                     c.end_n_top, c.max_answer_length)
@@ -186,7 +213,8 @@ def squad_module(model, tokenizer, model_type, config, v2=True):
 
 def encoder_module(model, tokenizer, max_seq_length):
   """Pretraining export: `sentence` -> input_ids, input_mask, sequence_output (the content
-  stream's last layer, [N, L, D]; rows `A <sep> <cls>` left padded)."""
+  stream's last layer, [N, L, D]; rows `A <sep> <cls>` left padded). Always at L: its outputs
+  are per position, and clients index them at the fixed length."""
   tok = graph_tokenizer(tokenizer)
 
   def serve(sentence):
@@ -246,7 +274,8 @@ def save(module, export_dir, probes, expected, atol=1e-4, log=print):
   Args:
     module: a `_Serving` module (classifier_module, race_module, ...).
     export_dir: local path or tf.io.gfile URL.
-    probes: {input name: array of strings}: inputs of the self-check.
+    probes: {input name: array of strings}: inputs of the self-check, checked as one batch
+      and each row alone (then padded only to its own length, see packing.trim_padding).
     expected: {output name: array}: what the Python path gives on `probes` (strings compared
       exactly, numbers to `atol` relative to the largest magnitude).
 
@@ -260,9 +289,12 @@ def save(module, export_dir, probes, expected, atol=1e-4, log=print):
   tmp = f"{export_dir}.tmp-{uuid.uuid4().hex[:8]}"
   try:
     tf.saved_model.save(module, tmp, signatures={SIGNATURE: module.serving_default})
-    loaded = tf.saved_model.load(tmp)
-    got = loaded.signatures[SIGNATURE](**{k: tf.constant(v) for k, v in probes.items()})
+    serve = tf.saved_model.load(tmp).signatures[SIGNATURE]
+    got = serve(**{k: tf.constant(v) for k, v in probes.items()})
     _compare(export_dir, got, expected, atol)
+    for k in range(len(next(iter(probes.values())))):   # alone, each row is padded less
+      _compare(export_dir, serve(**{n: tf.constant(v[k:k + 1]) for n, v in probes.items()}),
+               {n: np.asarray(v)[k:k + 1] for n, v in expected.items()}, atol)
     publish_dir(tmp, export_dir)
   finally:
     if fileio.exists(tmp):

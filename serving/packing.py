@@ -10,6 +10,12 @@ mpnet: `<s> A </s>` / `<s> A </s></s> B </s>`, right padded (data_utils/wordpiec
   Hugging Face's longest_first rule); segment ids 0.
 
 Shapes: N rows, L = max_len; ids are int RaggedTensors [N, (len)].
+
+Rows are built at L, then `trim_padding` cuts the batch to its longest row (or to the smallest
+of a few lengths chosen at export, for XLA): padding is masked out of attention and positions
+are relative (XLNet) or counted from the first token (MPNet, right padded), so the model's
+outputs on the rows' tokens do not change (up to float rounding), and most of the work of a
+batch of short texts is not spent on padding.
 """
 
 import tensorflow as tf
@@ -148,3 +154,48 @@ def race_rows(model_type, tokenizer, context_ids, qa_ids, max_len, max_qa_length
   qa_len = tf.cast(qa.row_lengths(), tf.int32)
   context = take_first(context_ids, tf.maximum(budget - qa_len, 0))
   return pack_rows(model_type, tokenizer, context, qa, max_len, truncate=False)
+
+
+# the [N, L] inputs trim_padding cuts (input_mask: 1.0 on padding, as everywhere)
+PER_POSITION = ("input_ids", "seg_ids", "input_mask", "p_mask")
+PADDINGS = ("longest", "buckets", "max")
+
+
+def length_buckets(max_len, smallest=16):
+  """The lengths a batch is padded to with padding="buckets": powers of two from `smallest`
+  below max_len, then max_len (128 -> 16, 32, 64, 128): at most log2(L / 16) + 1 shapes for
+  XLA to compile per batch size, and a batch pads to less than twice its longest row."""
+  buckets, n = [], smallest
+  while n < max_len:
+    buckets.append(n)
+    n *= 2
+  return tuple(buckets) + (max_len,)
+
+
+def trim_padding(rows, max_len, left, padding="longest"):
+  """Rows padded to max_len -> padded to the batch's longest row.
+
+  Args:
+    rows: dict of model inputs; those in PER_POSITION are [N, L] (input_mask 1.0 on padding),
+      others (cls_index [N]) are kept as they are.
+    max_len: python int L.
+    left: True when the rows are left padded (XLNet classifier, RACE), False when right padded
+      (MPNet, SQuAD windows).
+    padding: "longest" (the longest row's length, at least 1), "buckets" (the smallest of
+      length_buckets(L) that holds the longest row) or "max" (L: nothing cut).
+
+  Returns:
+    the same dict, PER_POSITION inputs [N, T] with T <= L: the last T columns (left padded)
+    or the first T.
+  """
+  if padding not in PADDINGS:
+    raise ValueError(f"padding={padding!r}: want one of {', '.join(PADDINGS)}")
+  if padding == "max":
+    return rows
+  tokens = tf.reduce_sum(tf.cast(rows["input_mask"] < 0.5, tf.int32), axis=1)   # [N]
+  longest = tf.reduce_max(tf.concat([tokens, [1]], 0))                          # >= 1
+  if padding == "buckets":
+    buckets = tf.constant(length_buckets(max_len), tf.int32)
+    longest = tf.gather(buckets, tf.searchsorted(buckets, [longest])[0])
+  cut = (lambda v: v[:, max_len - longest:]) if left else (lambda v: v[:, :longest])
+  return {k: cut(v) if k in PER_POSITION else v for k, v in rows.items()}

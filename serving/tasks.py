@@ -50,7 +50,7 @@ def classifier_outputs(task, model, texts, texts_b=None):
           "label": np.array([spec.labels[i] for i in logits.argmax(-1)], object)}
 
 
-def export_classifier(task, model, export_dir, log=print):
+def export_classifier(task, model, export_dir, log=print, padding=None, xla=False):
   c, spec = task.config, task.spec
   pair = is_pair_task(spec)
   texts = list(export.PROBE_TEXTS) + [_LONG]
@@ -59,7 +59,7 @@ def export_classifier(task, model, export_dir, log=print):
   if pair:
     probes["sentence_b"] = np.array(texts_b, object)
   module = export.classifier_module(model, task.tokenizer, c.model_type, c.max_seq_length,
-                                    spec.labels, pair)
+                                    spec.labels, pair, padding=padding, xla=xla)
   return export.save(module, export_dir, probes, classifier_outputs(task, model, texts, texts_b),
                      log=log)
 
@@ -75,7 +75,7 @@ def race_outputs(task, model, articles, questions, options):
           "answer": np.array([export.RACE_ANSWERS[i] for i in logits.argmax(-1)], object)}
 
 
-def export_race(task, model, export_dir, log=print):
+def export_race(task, model, export_dir, log=print, padding=None, xla=False):
   c = task.config
   articles = [_LONG, export.PROBE_TEXTS[0]]
   questions = ["Who sold the _ to the Élysée?", "What is true? 1,000"]
@@ -83,7 +83,7 @@ def export_race(task, model, export_dir, log=print):
   probes = {"article": np.array(articles, object), "question": np.array(questions, object),
             "options": np.array(options, object)}
   module = export.race_module(model, task.tokenizer, c.model_type, c.max_seq_length,
-                              task.max_qa_length)
+                              task.max_qa_length, padding=padding, xla=xla)
   return export.save(module, export_dir, probes,
                      race_outputs(task, model, articles, questions, options), log=log)
 
@@ -110,14 +110,15 @@ def squad_python_path(task, model, questions, contexts):
               [null_odds[ex.qas_id] for ex in examples], np.float64)))}
 
 
-def export_squad(task, model, export_dir, v2=True, log=print):
+def export_squad(task, model, export_dir, v2=True, log=print, padding=None, xla=False):
   contexts = [_LONG, export.PROBE_TEXTS[0], export.PROBE_TEXTS[1]]
   questions = ["Who sold 1,000 pastries?", "When was Café Müller founded?", ""]
   expected = squad_python_path(task, model, questions, contexts)
   if not v2:
     del expected["no_answer_probability"]
   probes = {"question": np.array(questions, object), "context": np.array(contexts, object)}
-  module = export.squad_module(model, task.tokenizer, task.c.model_type, task.c, v2=v2)
+  module = export.squad_module(model, task.tokenizer, task.c.model_type, task.c, v2=v2,
+                               padding=padding, xla=xla)
   return export.save(module, export_dir, probes, expected, log=log)
 
 
@@ -162,11 +163,12 @@ def squad_v2(task, version=None):
   return {"1.1": False, "2.0": True}.get(version, getattr(task, "saw_impossible", True))
 
 
-def export_task(task, model, export_dir, log=print, v2=True):
+def export_task(task, model, export_dir, log=print, v2=True, padding=None, xla=False):
   """The SavedModel of a fine-tuning task (ClassifierTask, RaceTask or SquadTask; `v2`: the
-  SQuAD signature also returns no_answer_probability)."""
+  SQuAD signature also returns no_answer_probability; padding, xla: export.classifier_module)."""
+  options = dict(log=log, padding=padding, xla=xla)
   if isinstance(task, race.RaceTask):
-    return export_race(task, model, export_dir, log)
+    return export_race(task, model, export_dir, **options)
   if isinstance(task, squad.SquadTask):
-    return export_squad(task, model, export_dir, v2=v2, log=log)
-  return export_classifier(task, model, export_dir, log)
+    return export_squad(task, model, export_dir, v2=v2, **options)
+  return export_classifier(task, model, export_dir, **options)

@@ -297,3 +297,29 @@ def test_run_classifier_exports_from_init_checkpoint_without_data(tmp_path, toke
   want = tasks.classifier_outputs(task, model, TEXTS)
   np.testing.assert_allclose(served["logits"].numpy(), want["logits"], atol=1e-5)
   assert [v.decode() for v in served["label"].numpy()] == want["label"].tolist()
+
+
+def test_xla_exports_pad_to_buckets_and_give_the_python_paths_outputs(tmp_path, tokenizers):
+  """export_xla: the forward pass compiled by XLA, rows padded to 16/32/40 (packing.
+  length_buckets); export.save's check (the probes as a batch and each alone) passes, and so do
+  other batches, for a pair classifier and RACE (whose rows are reshaped [N, 4, T])."""
+  tok = tokenizers["cased"]
+  spec = classifier_data.get_task("mnli")
+  model = _randomize(XLNetClassifier(_xlnet_config(tok.vocab_size), RUN, n_class=3,
+                                     task_name="mnli").ensure_built(), 9)
+  task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=40,
+                                                            model_type="xlnet"),
+                               spec=spec, tokenizer=tok)
+  target = tasks.export_classifier(task, model, str(tmp_path / "cls"), log=lambda _: None,
+                                   xla=True)
+  assert b"_XlaMustCompile" in (tmp_path / "cls" / "saved_model.pb").read_bytes()
+  fn = tf.saved_model.load(target).signatures["serving_default"]
+  for rows in (slice(0, 3), slice(3, 5), slice(5, 6), slice(0, 8)):
+    got = fn(sentence=tf.constant(TEXTS[rows]), sentence_b=tf.constant(PAIRS[rows]))
+    want = tasks.classifier_outputs(task, model, TEXTS[rows], PAIRS[rows])
+    np.testing.assert_allclose(got["logits"].numpy(), want["logits"], atol=1e-5)
+  race_model = _randomize(XLNetRaceModel(_xlnet_config(tok.vocab_size), RUN).ensure_built(), 10)
+  race_task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=40,
+                                                                 model_type="xlnet"),
+                                    tokenizer=tok, max_qa_length=12)
+  tasks.export_race(race_task, race_model, str(tmp_path / "race"), log=lambda _: None, xla=True)

@@ -111,10 +111,24 @@ def served(tmp_path_factory, tokenizers):  # noqa: F811
   return out
 
 
+def _tied(logits, atol=1e-5):
+  """Rows whose two largest logits are within atol (their label is float rounding's choice:
+  rows padded to other lengths round differently, see packing.trim_padding)."""
+  logits = np.asarray(logits, np.float64)
+  if logits.ndim != 2 or logits.shape[1] < 2:
+    return np.zeros(len(logits), bool)
+  top = np.sort(logits, axis=1)
+  return top[:, -1] - top[:, -2] <= atol * np.maximum(1.0, np.abs(top[:, -1]))
+
+
 def _assert_equal(got, want, keys, what):
-  """Served outputs == the Python path's: strings and ids exactly, floats to 1e-5 relative."""
+  """Served outputs == the Python path's: strings and ids exactly, floats to 1e-5 relative; a
+  label (the argmax) where the logits do not tie within that tolerance."""
   for key in keys:
     have, expected = got[key], want[key]
+    if key in ("label", "answer") and "logits" in want:
+      keep = ~_tied(want["logits"])
+      have, expected = have[keep], np.asarray(expected)[keep]
     if np.asarray(expected).dtype.kind in "OSU":
       text = [v.decode("utf-8") for v in have.reshape(-1)]      # strict: valid UTF-8
       assert text == [str(v) for v in np.asarray(expected, object).reshape(-1)], (what, key)
@@ -215,6 +229,8 @@ def _rows(out, k):
 
 def _alone_equals_in_batch(alone, batch, k, what):
   for key, v in alone.items():
+    if key in ("label", "answer") and "logits" in alone and _tied(alone["logits"]).all():
+      continue
     if v.dtype.kind in "OSU" or key in ("start", "end", "input_ids", "input_mask"):
       assert np.array_equal(v, batch[key]), (what, key, v, batch[key])
     else:

@@ -99,3 +99,66 @@ def test_race_question_option_texts_as_race_encode():
   want = [q.replace("_", o) if "_" in q else f"{q} {o}" for q, opts in zip(questions, options)
           for o in opts]
   assert [g.decode() for g in got] == want
+
+
+def test_trim_padding_exact():
+  ids = tf.constant([[0, 0, 0, 7, 4, 3], [0, 0, 0, 0, 4, 3]])       # left padded, L = 6
+  mask = tf.cast(tf.equal(ids, 0), tf.float32)
+  rows = {"input_ids": ids, "seg_ids": ids + 1, "input_mask": mask, "cls_index": tf.constant([5, 5])}
+  got = packing.trim_padding(rows, 6, left=True)
+  assert got["input_ids"].numpy().tolist() == [[7, 4, 3], [0, 4, 3]]
+  assert got["seg_ids"].numpy().tolist() == [[8, 5, 4], [1, 5, 4]]
+  assert got["input_mask"].numpy().tolist() == [[0, 0, 0], [1, 0, 0]]
+  assert got["cls_index"].numpy().tolist() == [5, 5]                    # not per position
+  right = {"input_ids": ids[:, ::-1], "input_mask": mask[:, ::-1], "p_mask": mask[:, ::-1]}
+  got = packing.trim_padding(right, 6, left=False)
+  assert got["input_ids"].numpy().tolist() == [[3, 4, 7], [3, 4, 0]]
+  assert got["p_mask"].numpy().tolist() == [[0, 0, 0], [0, 0, 1]]
+  assert packing.trim_padding(rows, 6, True, "max") is rows
+  empty = {"input_ids": tf.zeros([0, 6], tf.int32), "input_mask": tf.zeros([0, 6])}
+  assert packing.trim_padding(empty, 6, True)["input_ids"].shape == [0, 1]
+
+
+def test_length_buckets_and_bucketed_padding():
+  assert packing.length_buckets(128) == (16, 32, 64, 128)
+  assert packing.length_buckets(100) == (16, 32, 64, 100)
+  assert packing.length_buckets(16) == (16,) and packing.length_buckets(8) == (8,)
+  for tokens, want in ((1, 16), (16, 16), (17, 32), (33, 64), (65, 100), (100, 100)):
+    mask = tf.constant([[1.0] * (100 - tokens) + [0.0] * tokens, [1.0] * 99 + [0.0]])
+    got = packing.trim_padding({"input_mask": mask}, 100, True, "buckets")["input_mask"]
+    assert got.shape == [2, want], (tokens, got.shape)
+    assert float(tf.reduce_sum(1 - got)) == tokens + 1
+
+
+class _Spy(tf.Module):
+  """A model that records the length of the rows it is given and returns, per row, a value of
+  its tokens only (so any padding gives the same outputs)."""
+
+  def __init__(self, n_out):
+    super().__init__()
+    self.lengths, self.n_out, self.weights = [], n_out, []
+
+  def __call__(self, rows, training=False):
+    self.lengths.append(int(rows["input_ids"].shape[-1]))
+    keep = 1.0 - rows["input_mask"]
+    total = tf.reduce_sum(tf.cast(rows["input_ids"], tf.float32) * keep, -1)
+    return tf.stack([total * (k + 1) for k in range(self.n_out)], -1)
+
+
+def test_served_rows_are_padded_to_the_longest_row_or_its_bucket():
+  tok = types.SimpleNamespace(tokenize=lambda s: tf.ragged.map_flat_values(
+      lambda b: tf.strings.unicode_decode(b, "UTF-8").flat_values % 50 + 10,
+      tf.strings.bytes_split(s)))
+  texts = tf.constant(["abc", "a", "abcdefghijklmnopqrst"])           # 3, 1 and 20 pieces
+  outs = {}
+  for padding in ("max", "longest", "buckets"):
+    spy = _Spy(2)
+    serve = export.classifier_module(spy, tok, "xlnet", 64, ("a", "b"), pair=False,
+                                     padding=padding).serving_default.python_function
+    outs[padding] = serve(texts), serve(texts[:2])                   # run eagerly
+    assert spy.lengths == {"max": [64, 64], "longest": [22, 5],       # + <sep> <cls>
+                           "buckets": [32, 16]}[padding], padding
+  for padding in ("longest", "buckets"):
+    for batch, want in zip(outs[padding], outs["max"]):
+      for key in ("logits", "label"):
+        np.testing.assert_array_equal(batch[key], want[key])
