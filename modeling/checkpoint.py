@@ -32,9 +32,12 @@ class LoadReport:
 
 
 def resolve(path):
-  """A checkpoint prefix from a prefix, a directory or a `checkpoint` state file; its files
-  checked (check_files)."""
-  if fileio.isdir(path):
+  """A checkpoint prefix from a prefix, a directory (a fine-tuning run's best/: the checkpoint
+  its best.json names) or a `checkpoint` state file; its files checked (check_files)."""
+  if fileio.isdir(path) and fileio.exists(fileio.join(path, "best.json")):
+    from training import best    # local: training imports this module
+    path = best.read(path)[1]
+  elif fileio.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise FileNotFoundError(f"{path}: directory holds no checkpoint")

@@ -14,6 +14,7 @@ import sys
 
 import tensorflow as tf
 
+from modeling import checkpoint as ckpt_lib
 from tests import best_helpers
 from tests.test_deterministic import ENV, launch  # noqa: F401  (the fixture)
 from training import best as best_lib
@@ -38,6 +39,7 @@ def published(model_dir):
   step = checkpoint_step(prefix)
   assert (record["step"], record["score"]) == (step, SCORES[step]), (record, step)
   assert best_lib.read(best) == (record, prefix)
+  assert ckpt_lib.resolve(best) == prefix            # --init_checkpoint=MODEL_DIR/best
   return step, record["score"]
 
 
