@@ -239,14 +239,21 @@ def test_signatures_are_on_strings(exported):
   assert os.listdir(os.path.join(cases["squad"]["dir"], "assets"))   # spiece.model travels
 
 
-def test_a_failed_check_publishes_nothing_and_a_rerun_replaces(tmp_path, tokenizers):
-  tok = tokenizers["uncased"]
-  spec = classifier_data.get_task("sst-2")
-  model = _randomize(XLNetClassifier(_xlnet_config(tok.vocab_size), RUN, n_class=2,
-                                     task_name="sst-2").ensure_built(), 7)
-  task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=16,
+def _xlnet_classifier_task(tok, task_name, max_seq_length, seed):
+  """(a task namespace as tasks.export_classifier reads it, a random XLNetClassifier)."""
+  spec = classifier_data.get_task(task_name)
+  model = _randomize(XLNetClassifier(_xlnet_config(tok.vocab_size), RUN, n_class=len(spec.labels),
+                                     task_name=task_name).ensure_built(), seed)
+  task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=max_seq_length,
                                                             model_type="xlnet"),
                                spec=spec, tokenizer=tok)
+  return task, model
+
+
+def test_a_failed_check_publishes_nothing_and_a_rerun_replaces(tmp_path, tokenizers):
+  tok = tokenizers["uncased"]
+  task, model = _xlnet_classifier_task(tok, "sst-2", 16, 7)
+  spec = task.spec
   module = export.classifier_module(model, tok, "xlnet", 16, spec.labels, pair=False)
   target = f"{tmp_path}/export"
   wrong = tasks.classifier_outputs(task, model, TEXTS[:2], None)
@@ -304,12 +311,7 @@ def test_xla_exports_pad_to_buckets_and_give_the_python_paths_outputs(tmp_path, 
   length_buckets); export.save's check (the probes as a batch and each alone) passes, and so do
   other batches, for a pair classifier and RACE (whose rows are reshaped [N, 4, T])."""
   tok = tokenizers["cased"]
-  spec = classifier_data.get_task("mnli")
-  model = _randomize(XLNetClassifier(_xlnet_config(tok.vocab_size), RUN, n_class=3,
-                                     task_name="mnli").ensure_built(), 9)
-  task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=40,
-                                                            model_type="xlnet"),
-                               spec=spec, tokenizer=tok)
+  task, model = _xlnet_classifier_task(tok, "mnli", 40, 9)
   target = tasks.export_classifier(task, model, str(tmp_path / "cls"), log=lambda _: None,
                                    xla=True)
   assert b"_XlaMustCompile" in (tmp_path / "cls" / "saved_model.pb").read_bytes()
