@@ -31,6 +31,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 
@@ -68,9 +69,6 @@ def build(work_dir, tok, vocab):
   """(ours: {arm: serving fn}, hf: (tokenizer, model)), the same random weights."""
   import types
 
-  import torch
-  import transformers
-
   from finetuning import classifier_data
   from modeling import hf_xlnet
   from modeling.config import RunConfig, XLNetConfig
@@ -93,32 +91,59 @@ def build(work_dir, tok, vocab):
                                    padding=padding, xla=xla)
     ours[arm] = tf.saved_model.load(path).signatures["serving_default"]
   hf_dir = hf_xlnet.export_hf(model, os.path.join(work_dir, "hf"), quiet, labels=LABELS)
-  torch.set_num_threads(os.cpu_count())
   shutil.copyfile(tok.model_path, os.path.join(hf_dir, "spiece.model"))   # its tokenizer's file
-  hf_tok = transformers.XLNetTokenizer.from_pretrained(hf_dir)
-  hf_model = transformers.XLNetForSequenceClassification.from_pretrained(hf_dir).eval()
-  return ours, (hf_tok, hf_model)
+  return ours, HFWorker(hf_dir)
+
+
+class HFWorker:
+  """Hugging Face's model in a process of its own (torch and TensorFlow in one process slow
+  torch down ~10x here: their thread pools compete); each call is timed inside the worker."""
+
+  def __init__(self, hf_dir):
+    self.proc = subprocess.Popen([sys.executable, __file__, "--hf_worker", hf_dir],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+  def __call__(self, padding, batches):
+    self.proc.stdin.write(json.dumps({"padding": padding, "batches": batches}) + "\n")
+    self.proc.stdin.flush()
+    reply = json.loads(self.proc.stdout.readline())
+    return reply["seconds"], np.array(reply["logits"])
+
+
+def hf_worker(hf_dir):
+  import torch
+  import transformers
+  torch.set_num_threads(os.cpu_count())
+  tok = transformers.XLNetTokenizer.from_pretrained(hf_dir)
+  model = transformers.XLNetForSequenceClassification.from_pretrained(hf_dir).eval()
+  for line in sys.stdin:
+    request = json.loads(line)
+    start, logits = time.perf_counter(), None
+    for batch in request["batches"]:
+      enc = tok(batch, padding=request["padding"], max_length=MAX_LEN, truncation=True,
+                return_tensors="pt")
+      with torch.inference_mode():
+        logits = model(**enc).logits.numpy()
+    print(json.dumps({"seconds": time.perf_counter() - start, "logits": logits.tolist()}),
+          flush=True)
 
 
 def runners(ours, hf):
-  import torch
-  hf_tok, hf_model = hf
-
+  """arm -> run(batches): (seconds, logits of the last batch)."""
   def our(arm):
     fn = ours[arm]
-    return lambda batch: fn(sentence=tf.constant(batch))["logits"].numpy()
 
-  def theirs(padding):
-    def run(batch):
-      enc = hf_tok(batch, padding=padding, max_length=MAX_LEN, truncation=True,
-                   return_tensors="pt")
-      with torch.inference_mode():
-        return hf_model(**enc).logits.numpy()
+    def run(batches):
+      start = time.perf_counter()
+      for batch in batches:
+        logits = fn(sentence=tf.constant(batch))["logits"].numpy()
+      return time.perf_counter() - start, logits
     return run
 
   return {"ours_max": our("ours_max"), "ours_longest": our("ours_longest"),
-          "ours_buckets": our("ours_buckets"), "hf_max": theirs("max_length"),
-          "hf_longest": theirs("longest")}
+          "ours_buckets": our("ours_buckets"),
+          "hf_max": lambda batches: hf("max_length", batches),
+          "hf_longest": lambda batches: hf("longest", batches)}
 
 
 def main():
@@ -130,28 +155,27 @@ def main():
   parser.add_argument("--batches", type=int, default=4, help="batches per arm per round")
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--out", default=None, help="also write the results here (JSON)")
+  parser.add_argument("--hf_worker", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.hf_worker:
+    return hf_worker(args.hf_worker)
   os.makedirs(args.work_dir, exist_ok=True)
   sizes = [int(b) for b in args.batch_sizes.split(",")]
   texts, tok, mean_pieces = sentences(args.work_dir, max(sizes) * args.batches, args.vocab)
   ours, hf = build(args.work_dir, tok, args.vocab)
   run = runners(ours, hf)
-  check = {arm: run[arm](texts[:8]) for arm in ARMS}
+  check = {arm: run[arm]([texts[:8]])[1] for arm in ARMS}
   results = {"mean_pieces": mean_pieces, "max_seq_length": MAX_LEN, "cpus": os.cpu_count(),
              "max_logit_difference_vs_ours_max": {
                  arm: float(np.max(np.abs(check[arm] - check["ours_max"]))) for arm in ARMS}}
   for size in sizes:
     batches = [texts[k * size:(k + 1) * size] for k in range(args.batches)]
     for arm in ARMS:                                     # warm-up: traces, XLA compiles
-      for batch in batches:
-        run[arm](batch)
+      run[arm](batches)
     times = {arm: [] for arm in ARMS}
     for r in range(args.rounds):
       for arm in ARMS[r % len(ARMS):] + ARMS[:r % len(ARMS)]:
-        start = time.perf_counter()
-        for batch in batches:
-          run[arm](batch)
-        times[arm].append((time.perf_counter() - start) / len(batches))
+        times[arm].append(run[arm](batches)[0] / len(batches))
     row = {arm: {"ms_per_batch": 1e3 * statistics.median(t),
                  "sentences_per_s": size / statistics.median(t)} for arm, t in times.items()}
     for arm in ARMS:
