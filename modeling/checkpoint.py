@@ -7,6 +7,7 @@ same on-disk format the original `tf.train.Saver` reads.
 
 import contextlib
 import dataclasses
+import json
 import re
 
 import numpy as np
@@ -31,12 +32,32 @@ class LoadReport:
             + f"; {len(self.unused)} in the checkpoint unused")
 
 
+# A fine-tuning run's best/ (written by training/best.py): best.json names its checkpoint.
+BEST_POINTER = "best.json"
+BEST_LEGACY_CHECKPOINT = "ckpt"       # the layout before issue #31: best/ckpt.* + best.json
+
+
+def read_best(best_dir):
+  """(record, checkpoint prefix) of the published best in `best_dir`, or (None, None).
+  The record is best.json's content: "step", the metrics, "checkpoint" (relative to
+  best_dir; absent in the old layout, whose checkpoint is best/ckpt)."""
+  path = fileio.join(best_dir, BEST_POINTER)
+  if not fileio.exists(path):
+    return None, None
+  try:
+    record = json.loads(fileio.read_text(path))
+  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise ValueError(f"{path}: not the best checkpoint's record ({e})") from None
+  if not isinstance(record, dict) or not isinstance(record.get("checkpoint", ""), str):
+    raise ValueError(f"{path}: not the best checkpoint's record")
+  return record, fileio.join(best_dir, record.get("checkpoint", BEST_LEGACY_CHECKPOINT))
+
+
 def resolve(path):
   """A checkpoint prefix from a prefix, a directory (a fine-tuning run's best/: the checkpoint
   its best.json names) or a `checkpoint` state file; its files checked (check_files)."""
-  if fileio.isdir(path) and fileio.exists(fileio.join(path, "best.json")):
-    from training import best    # local: training imports this module
-    path = best.read(path)[1]
+  if fileio.isdir(path) and fileio.exists(fileio.join(path, BEST_POINTER)):
+    path = read_best(path)[1]
   elif fileio.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:

@@ -32,27 +32,18 @@ import time
 from data_utils import fileio
 from modeling import checkpoint as ckpt_lib
 
-POINTER = "best.json"
-LEGACY_CHECKPOINT = "ckpt"       # the layout before issue #31: best/ckpt.* + best.json
+POINTER = ckpt_lib.BEST_POINTER
+LEGACY_CHECKPOINT = ckpt_lib.BEST_LEGACY_CHECKPOINT
 PAUSE_ENV = "TRAINER_TEST_PAUSE_BEST"
 PAUSE_POINTS = ("written", "switched")
 _publishes = [0]                 # publishes in this process, for the test hook
 
 
 def read(best_dir):
-  """(record, checkpoint prefix) of the published best in `best_dir`, or (None, None).
-  The record is best.json's content: "step", the metrics, "checkpoint" (relative to
-  best_dir; absent in the old layout, whose checkpoint is best/ckpt)."""
-  path = fileio.join(best_dir, POINTER)
-  if not fileio.exists(path):
-    return None, None
-  try:
-    record = json.loads(fileio.read_text(path))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise ValueError(f"{path}: not the best checkpoint's record ({e})") from None
-  if not isinstance(record, dict) or not isinstance(record.get("checkpoint", ""), str):
-    raise ValueError(f"{path}: not the best checkpoint's record")
-  return record, fileio.join(best_dir, record.get("checkpoint", LEGACY_CHECKPOINT))
+  """(record, checkpoint prefix) of the published best in `best_dir`, or (None, None): see
+  modeling/checkpoint.read_best (it lives there so that --init_checkpoint=MODEL_DIR/best
+  resolves without an import up from modeling/)."""
+  return ckpt_lib.read_best(best_dir)
 
 
 def score(record, metric):
