@@ -1,16 +1,20 @@
 # Set-up is two commands on a fresh machine (see README.md):
-#   make quickstart   installs the runtime and runs the main job on embedded data
-#   make test         installs the test requirements and runs the test suite
+#   make quickstart   installs the runtime and the project, and runs the main job on embedded data
+#   make test         installs the test requirements and the project, and runs the test suite
 PYTHON ?= python3
 PIP = $(PYTHON) -m pip install --disable-pip-version-check -q
 
 .PHONY: install install-dev quickstart test
 
+# Each installs its pinned requirements, then the project itself (pyproject.toml, editable), so
+# the scripts run by path (data_utils/*.py, bench/*.py) import the packages.
 install:
 	$(PIP) -r requirements.txt
+	$(PIP) -e .
 
 install-dev:
 	$(PIP) -r requirements-dev.txt
+	$(PIP) -e .
 
 quickstart: install
 	$(PYTHON) quickstart.py
