@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from data_utils import fileio
 from finetuning import classifier_data, classifier_features, layouts, metrics
-from modeling import mpnet_models
+from modeling import loading, mpnet_models
 from modeling.models import XLNetClassifier
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
@@ -118,7 +118,7 @@ class ClassifierTask(Task):
 
   def initialize(self, model, log):
     if self.config.model_type == "mpnet" and self.init_checkpoint:
-      return mpnet_models.initialize(model, self.init_checkpoint, log)
+      return loading.initialize_mpnet(model, self.init_checkpoint, log)
     return super().initialize(model, log)
 
   def loss(self, model, batch, state, step, training=True):

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from data_utils import fileio
 from finetuning import squad_features, squad_metrics
-from modeling import mpnet_models
+from modeling import loading, mpnet_models
 from modeling.models import XLNetSquadModel
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
@@ -113,7 +113,7 @@ class SquadTask(Task):
 
   def initialize(self, model, log):
     if self.c.model_type == "mpnet" and self.init_checkpoint:
-      return mpnet_models.initialize(model, self.init_checkpoint, log)
+      return loading.initialize_mpnet(model, self.init_checkpoint, log)
     return super().initialize(model, log)
 
   # ---- prediction ---------------------------------------------------------------------

@@ -261,16 +261,3 @@ def save_native_checkpoint(model, path):
 def load_native_checkpoint(model, path):
   """Restores a `save_native_checkpoint` file; every variable must be there."""
   return read_checkpoint(tf.train.Checkpoint(**native_objects(model)), resolve(path))
-
-
-def load_checkpoint(model, path, require_all=False):
-  """Loads a release TF1 checkpoint, a native TF2 one, or a Hugging Face XLNet directory
-  (modeling/hf_xlnet.py), detected from the files; returns a one-line summary."""
-  from modeling import hf_io   # local: hf_xlnet imports this module
-  if hf_io.is_model_dir(path):
-    from modeling import hf_xlnet
-    return hf_xlnet.load_hf(model, path, require_all).summary()
-  if is_tf1_checkpoint(path):
-    return load_tf1_checkpoint(model, path, require_all).summary()
-  load_native_checkpoint(model, path)
-  return f"restored native TF2 checkpoint {resolve(path)}"

@@ -138,16 +138,3 @@ class MPNetSquadModel(_MPNetModel):
   def get_config(self):
     return {**super().get_config(), "start_n_top": self.start_n_top,
             "end_n_top": self.end_n_top}
-
-
-def initialize(model, path, log=print):
-  """Fine-tuning init: a Hugging Face MPNet directory (config.json + model.safetensors, e.g.
-  run_pretrain.py --objective=mpnet's export) fills the encoder; anything else is read as a
-  checkpoint of this project."""
-  from modeling import checkpoint, hf_io
-  model.ensure_built()
-  if hf_io.is_model_dir(path):
-    unused = mpnet.load_hf_weights(model.encoder, path)
-    log(f"init from {path}: MPNet encoder loaded ({len(unused)} other weights not used)")
-    return
-  log(f"init from {path}: {checkpoint.load_checkpoint(model, path)}")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import checkpoint
+from modeling import checkpoint, loading
 from modeling.config import RunConfig, XLNetConfig
 from modeling.models import XLNetClassifier, XLNetPretrainModel, XLNetRaceModel
 from tests import reference as ref
@@ -99,10 +99,10 @@ def test_mis_shaped_and_missing_variables_are_named(tmp_path):
 def test_native_tf2_round_trip_and_auto_detection(tmp_path):
   _, prefix = _write(tmp_path)
   model = XLNetPretrainModel(XLNetConfig(**SIZE), RUN)
-  assert "loaded 33 variables" in checkpoint.load_checkpoint(model, prefix)
+  assert "loaded 33 variables" in loading.load_checkpoint(model, prefix)
   native = checkpoint.save_native_checkpoint(model, str(tmp_path / "native" / "ckpt"))
   clone = XLNetPretrainModel(XLNetConfig(**SIZE), RUN)
-  assert "native" in checkpoint.load_checkpoint(clone, native)
+  assert "native" in loading.load_checkpoint(clone, native)
   for a, b in zip(model.weights, clone.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   assert not checkpoint.is_tf1_checkpoint(native)

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import pipeline, record_format
-from modeling import checkpoint
+from modeling import checkpoint, loading
 from modeling.config import RunConfig, XLNetConfig
 from modeling.models import XLNetPretrainModel
 from tests import pretrain_helpers as ph
@@ -215,7 +215,7 @@ def test_init_checkpoint_with_a_bad_data_file(tmp_path, damage):
     model = XLNetPretrainModel(XLNetConfig(**SIZE), RunConfig(dropout=0.0, dropatt=0.0))
     error = FileNotFoundError if damage == "deleted" else ValueError
     with pytest.raises(error) as err:
-      checkpoint.load_checkpoint(model, prefix)
+      loading.load_checkpoint(model, prefix)
     message = str(err.value)
     assert message.startswith(data + ": ") and "\n" not in message, (kind, message)
     assert ("not found" if damage == "deleted" else "truncated") in message, (kind, message)

@@ -1,6 +1,6 @@
 """XLNet weights in and out of the Hugging Face layout (modeling/hf_xlnet.py) against
 transformers' PyTorch XLNet: HF directories load through the scripts' path
-(`XLNetConfig.from_json` + `checkpoint.load_checkpoint`) and give HF's numbers; our
+(`XLNetConfig.from_json` + `loading.load_checkpoint`) and give HF's numbers; our
 models exported by `export_hf` load with `from_pretrained` (no missing or unexpected keys)
 and give ours."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import checkpoint, hf_xlnet
+from modeling import checkpoint, hf_xlnet, loading
 from modeling.config import RunConfig, XLNetConfig
 from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
                              XLNetSquadModel)
@@ -147,7 +147,7 @@ def test_hf_dir_loads_and_exports_with_hf_numbers(tmp_path, kind, activation, fm
   _, _, build, make_rows = CASES[kind]
   ours = build(config)
   ours.ensure_built()
-  summary = checkpoint.load_checkpoint(ours, str(src))      # what --init_checkpoint runs
+  summary = loading.load_checkpoint(ours, str(src))      # what --init_checkpoint runs
   assert "0 initialised fresh" in summary or kind == "base", summary
   assert "0 in the checkpoint unused" in summary, summary
   rows = make_rows(10)
@@ -192,7 +192,7 @@ def test_our_random_model_exports_with_our_numbers(tmp_path, kind):
   err = max(rel_err(g, w) for g, w in zip(got, want))
   assert err < TOL, err
   again = CASES[kind][2](config).ensure_built()
-  checkpoint.load_checkpoint(again, str(tmp_path))
+  loading.load_checkpoint(again, str(tmp_path))
   for a, b in zip(ours.weights, again.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -204,29 +204,29 @@ def test_errors_are_one_line_naming_the_file(tmp_path):
   # 2 labels in our model, 3 in the file: the head's shape.
   model = XLNetClassifier(config, RUN, n_class=2).ensure_built()
   with pytest.raises(ValueError, match=r"model.safetensors: .*logits_proj.weight"):
-    checkpoint.load_checkpoint(model, str(tmp_path / "cls"))
+    loading.load_checkpoint(model, str(tmp_path / "cls"))
   # A RACE model from a classifier: the encoder and summary load, logits_proj stays fresh.
   race = XLNetRaceModel(config, RUN).ensure_built()
-  summary = checkpoint.load_checkpoint(race, str(tmp_path / "cls"))
+  summary = loading.load_checkpoint(race, str(tmp_path / "cls"))
   assert "2 initialised fresh (logits/dense" in summary and "2 in the checkpoint unused" in summary
   # Fewer layers in the model than in the file.
   small = XLNetClassifier(XLNetConfig(**{**config.to_dict(), "n_layer": 1}), RUN, n_class=3)
   with pytest.raises(ValueError, match="model.safetensors: has 2 layers, the model 1"):
-    checkpoint.load_checkpoint(small.ensure_built(), str(tmp_path / "cls"))
+    loading.load_checkpoint(small.ensure_built(), str(tmp_path / "cls"))
   # Not XLNet: an MPNet config, or weights without an XLNet embedding.
   (tmp_path / "mp").mkdir()
   (tmp_path / "mp" / "config.json").write_text('{"model_type": "mpnet"}')
   (tmp_path / "mp" / "model.safetensors").write_bytes(
       (tmp_path / "cls" / "model.safetensors").read_bytes())
   with pytest.raises(ValueError, match=r"mp/config.json: a Hugging Face 'mpnet' model"):
-    checkpoint.load_checkpoint(model, str(tmp_path / "mp"))
+    loading.load_checkpoint(model, str(tmp_path / "mp"))
   with pytest.raises(ValueError, match=r"config.json: a Hugging Face 'mpnet' config"):
     XLNetConfig.from_json(str(tmp_path / "mp" / "config.json"))
   from safetensors.numpy import save_file
   (tmp_path / "odd").mkdir()
   save_file({"foo.weight": np.zeros([2], np.float32)}, str(tmp_path / "odd" / "model.safetensors"))
   with pytest.raises(ValueError, match="odd/model.safetensors: not a Hugging Face XLNet layout"):
-    checkpoint.load_checkpoint(model, str(tmp_path / "odd"))
+    loading.load_checkpoint(model, str(tmp_path / "odd"))
   # Layouts Hugging Face has no class for.
   attn = XLNetClassifier(config, RUN, summary_type="attn")
   with pytest.raises(ValueError, match="summary_type 'attn' has no Hugging Face equivalent"):
@@ -305,7 +305,7 @@ def test_pretrain_on_end_and_mpnet_export(tmp_path):
   ours = XLNetPretrainModel(config, RUN).ensure_built()
   hf_xlnet.export_hf(ours, "ram://hf-xlnet-export/lm", log=lambda _: None)
   again = XLNetPretrainModel(config, RUN).ensure_built()
-  assert "0 initialised fresh" in checkpoint.load_checkpoint(again, "ram://hf-xlnet-export/lm")
+  assert "0 initialised fresh" in loading.load_checkpoint(again, "ram://hf-xlnet-export/lm")
   for a, b in zip(ours.weights, again.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   mp = mpnet.MPNetConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
@@ -336,7 +336,7 @@ def test_tolerance_has_a_margin_and_catches_the_other_gelu(tmp_path, capsys):
   for activation in ("gelu", "gelu_erf"):
     ours = CASES["cls"][2](XLNetConfig(**{**config.to_dict(), "ff_activation": activation}))
     ours.ensure_built()
-    checkpoint.load_checkpoint(ours, str(tmp_path))
+    loading.load_checkpoint(ours, str(tmp_path))
     got, want = _ours_and_hf("cls", ours, hf, rows)
     errs[activation] = rel_err(got[0], want[0])
   with capsys.disabled():

@@ -118,10 +118,10 @@ def test_mlm_nsp_and_no_memory_train(tmp_path, recs, objective, nsp, mem_len):
   assert ("model/nsp/logit/kernel" in names) == (nsp > 0)
   assert os.path.exists(tmp_path / "export" / "xlnet_model.ckpt.index")
   # our pretraining output initialises a fine-tuning model (--init_checkpoint)
-  from modeling import checkpoint
+  from modeling import loading
   from modeling.models import XLNetClassifier
   clf = XLNetClassifier(trainer.model.config, trainer.model.run_config, n_class=2)
-  summary = checkpoint.load_checkpoint(clf, str(tmp_path / "export" / "xlnet_model.ckpt"))
+  summary = loading.load_checkpoint(clf, str(tmp_path / "export" / "xlnet_model.ckpt"))
   assert "model/classification_task/logit/kernel" in summary and "initialised fresh" in summary
   np.testing.assert_array_equal(clf.encoder.word_embedding.numpy(),
                                 trainer.model.encoder.word_embedding.numpy())
@@ -142,10 +142,10 @@ def test_mpnet_objective_trains_from_the_same_records(tmp_path, recs, mode, perm
   trainer, history = ph.train(task, tmp_path, steps_per_loop=10, save_every=60)
   assert np.mean(history[len(history) // 2:]) < history[0] - 0.5, history   # not one noisy loop
   # the export (Hugging Face layout) initialises a fine-tuning model's encoder
-  from modeling import mpnet_models
+  from modeling import loading, mpnet_models
   assert os.path.exists(tmp_path / "export" / "model.safetensors")
   classifier = mpnet_models.MPNetClassifier(config)
-  mpnet_models.initialize(classifier, str(tmp_path / "export"), log=lambda m: None)
+  loading.initialize_mpnet(classifier, str(tmp_path / "export"), log=lambda m: None)
   for ours, trained in zip(classifier.encoder.weights, trainer.model.encoder.weights):
     np.testing.assert_array_equal(ours.numpy(), trained.numpy())
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from modeling import checkpoint
+from modeling import loading
 from training import optimization
 from training import recipes
 
@@ -80,7 +80,7 @@ class Task:
   def initialize(self, model, log):
     if self.init_checkpoint:
       log(f"init from {self.init_checkpoint}: "
-          f"{checkpoint.load_checkpoint(model, self.init_checkpoint)}")
+          f"{loading.load_checkpoint(model, self.init_checkpoint)}")
 
   def state_shape(self):
     return [1]
