@@ -29,10 +29,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+from data_utils import corpus, record_format, tokenization, writer
 
-from data_utils import corpus, record_format, tokenization, writer  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PARAMS = record_format.RecordParams(seq_len=256, reuse_len=128, perm_size=128, num_predict=43,
                                     bsz_per_host=8, bi_data=True, uncased=True)

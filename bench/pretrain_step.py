@@ -33,7 +33,6 @@ FLOPS_PER_STEP = 0.43e12   # by count (reference)
 
 
 def _batch(np):
-  sys.path.insert(0, ROOT)
   from tests import reference
   rng = np.random.default_rng(0)
   perm_mask, mapping = reference.random_permutation_masks(rng, B, L, P, pad_rows=0)
@@ -86,7 +85,6 @@ def ours(policy, n_steps, xla="full", bound=False):
   import keras
   import numpy as np
   import tensorflow as tf
-  sys.path.insert(0, ROOT)
   if bound:
     from modeling.layers import relative_attention
     relative_attention.TwoStreamRelativeAttention._attend = _attend_matmuls_only
@@ -130,7 +128,6 @@ def mpnet_step(policy, n_steps, xla="full"):
   import keras
   import numpy as np
   import tensorflow as tf
-  sys.path.insert(0, ROOT)
   from modeling import losses, mpnet, mpnet_pretrain
   from training import optimization
   from training import trainer as trainer_lib
@@ -208,7 +205,6 @@ def child(args):
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   if ":fusible" in args.what:
     import tensorflow as tf
-    sys.path.insert(0, ROOT)
     from training import trainer as trainer_lib
     trainer_lib.configure_xla("fusible")   # before TensorFlow runs its first op
   if args.what == "peak":
@@ -225,7 +221,9 @@ def child(args):
 
 
 def run_child(python, what, steps):
-  cmd = [python, os.path.abspath(__file__), "--child", what, "--steps", str(steps)]
+  # `-m` from the root: the root is on the child's sys.path (tests.reference, and the packages
+  # for a --mg_python whose environment does not have this project installed)
+  cmd = [python, "-m", "bench.pretrain_step", "--child", what, "--steps", str(steps)]
   out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
   lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
   if out.returncode or not lines:

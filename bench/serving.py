@@ -35,13 +35,10 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from data_utils import corpus, tokenization  # noqa: E402
+from data_utils import corpus, tokenization
 
 MAX_LEN, LABELS = 128, ("0", "1")
 ARMS = ("ours_max", "ours_longest", "ours_buckets", "hf_max", "hf_longest")

@@ -20,11 +20,9 @@ its record-info last, so a rerun skips finished shards and never sees a partial 
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import flags  # noqa: E402
-
-from data_utils import record_format, writer  # noqa: E402
+from data_utils import record_format, writer
 
 flags.DEFINE_string("input_glob", None, "Text files: a glob, or several separated by commas.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model with the XLNet special symbols "

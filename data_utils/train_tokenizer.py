@@ -9,15 +9,12 @@ model is interchangeable with a released spiece.model.
 Inputs and --model_prefix may be local paths or tf.io.gfile URLs (gs://bucket/...).
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import flags
 
-from absl import flags  # noqa: E402
-
-from data_utils import cli_app  # noqa: E402
-from data_utils import fileio, tokenization  # noqa: E402
+from data_utils import cli_app
+from data_utils import fileio, tokenization
 
 flags.DEFINE_string("input_glob", None, "Text files to learn from (comma-separated globs).")
 flags.DEFINE_string("model_prefix", None, "Writes PREFIX.model and PREFIX.vocab.")

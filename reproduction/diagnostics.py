@@ -20,11 +20,7 @@ import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 HELDOUT_BATCHES = 40

@@ -28,9 +28,8 @@ import sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-sys.path.insert(0, sys.argv[1])
-sys.argv = ["run_pretrain.py"] + sys.argv[2:]
-import run_pretrain
+sys.argv = ["run_pretrain.py"] + sys.argv[1:]
+import run_pretrain   # python -c from the root: the root is on sys.path
 from absl import app
 from training import distribution
 from training.pretrain_task import PretrainTask
@@ -61,7 +60,7 @@ def free_ports(n):
 def clean_env(**extra):
   """No proxy for gRPC on localhost; one thread pool each (2 cores, 3 processes)."""
   env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-  return dict(env, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONPATH=ROOT, **extra)
+  return dict(env, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **extra)
 
 
 def logged_losses(stdout):
@@ -139,7 +138,7 @@ def test_two_workers_train_as_one_process_and_resume_together(setup):
 
   # First run: 3 steps (checkpoint at 3), alongside the one-process reference of 6 steps.
   reference = subprocess.Popen(
-      [sys.executable, "-c", REFERENCE, ROOT] + command(records, cfg, base / "ref", 6),
+      [sys.executable, "-c", REFERENCE] + command(records, cfg, base / "ref", 6),
       cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
   first = run_all(launch(3) + [reference])
   expected = event_losses(base / "ref")

@@ -148,14 +148,14 @@ def test_train_tokenizer_and_tokenizer_on_ram(tmp_path, text_and_sp):
 def test_a_local_run_never_imports_tensorflow(tmp_path, text_and_sp):
   """Local paths stay off TensorFlow (3 s of start-up per process, and not fork-safe)."""
   text, sp = text_and_sp
-  code = (f"import sys; sys.path.insert(0, {ROOT!r})\n"
-            "from data_utils import record_format, writer\n"
-            f"s = writer.create({text!r}, {sp!r}, {str(tmp_path / 'o')!r}, "
-            "record_format.RecordParams(seq_len=64, reuse_len=32, perm_size=16, num_predict=10,"
-            " bsz_per_host=4), shard_bytes=60_000, num_workers=2, progress=lambda m: None)\n"
-            "assert s['shards'] >= 3, s\n"
-            "print('tensorflow' in sys.modules)\n")
+  code = ("import sys\n"
+          "from data_utils import record_format, writer\n"
+          f"s = writer.create({text!r}, {sp!r}, {str(tmp_path / 'o')!r}, "
+          "record_format.RecordParams(seq_len=64, reuse_len=32, perm_size=16, num_predict=10,"
+          " bsz_per_host=4), shard_bytes=60_000, num_workers=2, progress=lambda m: None)\n"
+          "assert s['shards'] >= 3, s\n"
+          "print('tensorflow' in sys.modules)\n")
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+                          cwd=ROOT, timeout=300)
   assert result.returncode == 0, result.stderr
   assert result.stdout.strip() == "False"
