@@ -1,6 +1,6 @@
 """Classification inputs, cached as TFRecords.
 
-Rows are laid out per model type (finetuning/layouts.py: XLNet left padded with
+Rows are laid out per model type (data_utils/layouts.py: XLNet left padded with
 <cls> last, MPNet `<s> A </s></s> B </s>` right padded); input_mask 1 on padding.
 Features are cached under a name carrying the task, split, length, tokenizer,
 model type and a stamp of the source file(s) (size and modification time), so an
@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from data_utils import fileio
 from data_utils import tfrecord
-from finetuning import layouts
+from data_utils import layouts
 
 SEG_PAD = layouts.SEG_PAD
 truncate_pair = layouts.truncate_pair

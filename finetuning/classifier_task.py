@@ -6,7 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
-from finetuning import classifier_data, classifier_features, layouts, metrics
+from data_utils import layouts
+from finetuning import classifier_data, classifier_features, metrics
 from modeling import loading, mpnet_models
 from modeling.models import XLNetClassifier
 from training import task as task_lib
@@ -26,7 +27,7 @@ class ClassifierConfig(OptimizerConfig):
   eval_split: str = "dev"
   summary_type: str = "last"
   use_proj: bool = True
-  model_type: str = "xlnet"     # or "mpnet" (finetuning/layouts.py)
+  model_type: str = "xlnet"     # or "mpnet" (data_utils/layouts.py)
   vocab_file: str = None        # WordPiece vocab.txt (MPNet releases) instead of sp_model
 
 

@@ -1,7 +1,7 @@
 """RACE: reader (official JSON directory layout), features, and its trainer task.
 
 Layout per option: (context, question+option) as a pair in the model type's
-layout (finetuning/layouts.py; XLNet's release: `context <sep> question+option
+layout (data_utils/layouts.py; XLNet's release: `context <sep> question+option
 <sep> <cls>`, LEFT padded). The question+option text keeps its last `max_qa_length`
 tokens (fewer if the row has no room for them); the context is cut to fit. A question
 containing "_" has the option written into the blank. Each option is built from fresh
@@ -14,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
-from finetuning import classifier_data, classifier_task, layouts, metrics
+from data_utils import layouts
+from finetuning import classifier_data, classifier_task, metrics
 from modeling import mpnet_models
 from modeling.models import XLNetRaceModel
 from training import task as task_lib

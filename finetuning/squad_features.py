@@ -21,11 +21,13 @@ import unicodedata
 import numpy as np
 from sentencepiece import sentencepiece_pb2
 
+from data_utils import layouts
 from data_utils.tokenization import CLS_ID, SEP_ID, SPIECE_UNDERLINE, preprocess_text
 from finetuning import squad_metrics
 
-SEG_PAD = 3
-SPECIAL_TOKENS = {"xlnet": 3, "mpnet": 4}   # `doc <sep> q <sep> <cls>`; `<s> q </s></s> doc </s>`
+SEG_PAD = layouts.SQUAD_SEG_PAD
+SPECIAL_TOKENS = layouts.SQUAD_SPECIAL_TOKENS   # `doc <sep> q <sep> <cls>`; `<s> q </s></s> doc </s>`
+check_window_flags = layouts.check_window_flags
 
 
 @dataclasses.dataclass
@@ -106,33 +108,6 @@ def read_squad(path, is_training):
   if not examples:
     raise ValueError(f"{path}: no usable questions ({skipped} skipped)")
   return examples, skipped
-
-
-def check_window_flags(max_seq_length, doc_stride, max_query_length, model_type="xlnet"):
-  """One-line ValueError, naming the flags, for window settings that cannot tile a paragraph.
-
-  A window holds the special tokens (3 for XLNet, 4 for MPNet), up to
-  max_query_length question pieces and the rest of the paragraph; consecutive
-  windows start doc_stride pieces apart, so doc_stride must fit in the smallest
-  paragraph part (else text between windows would be skipped). Then an example
-  of n paragraph pieces gets at most ceil(n / doc_stride) + 1 windows.
-  """
-  specials = SPECIAL_TOKENS[model_type]
-  for name, value in (("max_seq_length", max_seq_length), ("doc_stride", doc_stride),
-                      ("max_query_length", max_query_length)):
-    if value < 1:
-      raise ValueError(f"--{name}={value}: must be at least 1")
-  room = max_seq_length - max_query_length - specials
-  if room < 1:
-    raise ValueError(f"--max_seq_length={max_seq_length} leaves no room for the paragraph: a "
-                     f"window holds {specials} special tokens and up to --max_query_length="
-                     f"{max_query_length} question pieces; raise --max_seq_length above "
-                     f"{max_query_length + specials} or lower --max_query_length")
-  if doc_stride > room:
-    raise ValueError(f"--doc_stride={doc_stride} is longer than the paragraph part of a window "
-                     f"({room} pieces = --max_seq_length={max_seq_length} - --max_query_length="
-                     f"{max_query_length} - {specials} special tokens), so windows would skip "
-                     f"text: use --doc_stride<={room}")
 
 
 def normalize_with_offsets(text, lower=False, keep_accents=False):

@@ -2,7 +2,7 @@
 
 All read the content stream of modeling/mpnet.py's encoder (fine-tuning has no
 query stream) on rows laid out as `<s> A </s></s> B </s>`, right padded
-(finetuning/layouts.py). Inputs are the dicts the XLNet models take:
+(data_utils/layouts.py). Inputs are the dicts the XLNet models take:
 input_ids int [B, L] and input_mask [B, L] (1 on padding); seg_ids are ignored.
 
   MPNetClassifier   Hugging Face's MPNetForSequenceClassification head on <s>:

@@ -128,7 +128,8 @@ class Diagnostics:
 
   # ---- probe --------------------------------------------------------------------------------
   def rows(self, model_type):
-    from finetuning import classifier_data, classifier_features, layouts
+    from data_utils import layouts
+    from finetuning import classifier_data, classifier_features
     spec = classifier_data.get_task("dbpedia")
     tokenizer = layouts.make_tokenizer(model_type, self.pipe.spm)
     data_dir = os.path.join(self.pipe.data, "classify")

@@ -1,6 +1,6 @@
 """In-graph row packing for the serving signatures: token ids -> model inputs.
 
-The same rows as the Python feature code (finetuning/layouts.py, classifier_features.encode,
+The same rows as the Python feature code (data_utils/layouts.py, classifier_features.encode,
 race.encode), built with TensorFlow ops on ragged ids so they run inside a SavedModel:
 
 xlnet: `A <sep> [B <sep>] <cls>`, LEFT padded (id 0, segment 4, input_mask 1.0), segment ids
@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from data_utils.tokenization import CLS_ID, SEP_ID
 from data_utils.wordpiece import pack_pair
-from finetuning.layouts import SEG_PAD
+from data_utils.layouts import SEG_PAD
 
 
 def xlnet_keep_lengths(len_a, len_b, budget):

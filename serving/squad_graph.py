@@ -17,7 +17,7 @@ triples of the beam, in the order extract_answers visits them).
 import tensorflow as tf
 
 from data_utils.tokenization import CLS_ID, SEP_ID
-from finetuning import squad_features
+from data_utils import layouts
 
 MODEL_INPUTS = ("input_ids", "seg_ids", "input_mask", "p_mask", "cls_index")
 WINDOW_INFOS = ("example_index", "span_start", "length", "doc_offset")
@@ -70,7 +70,7 @@ def make_windows(query_ids, doc_ids, max_seq_length, doc_stride, max_query_lengt
     query_ids: int RaggedTensor [N, (q)] question pieces (cut to max_query_length here).
     doc_ids: int RaggedTensor [N, (n)] paragraph pieces.
     max_seq_length, doc_stride, max_query_length: python ints (checked by
-      squad_features.check_window_flags).
+      layouts.check_window_flags).
     model_type: "xlnet" or "mpnet".
     bos_id, eos_id, pad_id: python ints, mpnet only.
 
@@ -80,8 +80,8 @@ def make_windows(query_ids, doc_ids, max_seq_length, doc_stride, max_query_lengt
     (WINDOW_INFOS: the question of each window, its first paragraph piece, its paragraph
     pieces and the row position of its first paragraph piece).
   """
-  squad_features.check_window_flags(max_seq_length, doc_stride, max_query_length, model_type)
-  specials = squad_features.SPECIAL_TOKENS[model_type]
+  layouts.check_window_flags(max_seq_length, doc_stride, max_query_length, model_type)
+  specials = layouts.SQUAD_SPECIAL_TOKENS[model_type]
   query_ids = tf.cast(query_ids, tf.int32).with_row_splits_dtype(tf.int32)
   doc_ids = tf.cast(doc_ids, tf.int32).with_row_splits_dtype(tf.int32)
   q_len = tf.minimum(query_ids.row_lengths(), max_query_length)          # [N]
@@ -105,7 +105,7 @@ def make_windows(query_ids, doc_ids, max_seq_length, doc_stride, max_query_lengt
                        axis=1)
     pad, cls_index, doc_offset = 0, total[:, 0] - 1, tf.zeros_like(length)
     seg = tf.where(pos <= length_, 0, tf.where(pos <= length_ + q_ + 1, 1, 2))
-    seg = tf.where(pos < total, seg, squad_features.SEG_PAD)
+    seg = tf.where(pos < total, seg, layouts.SQUAD_SEG_PAD)
     answerable = (pos < length_) | (pos == total - 1)
   else:
     tokens = tf.concat([_columns([bos_id], rows), query, _columns([eos_id, eos_id], rows), doc,

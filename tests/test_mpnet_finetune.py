@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from data_utils import tokenization
-from finetuning import layouts, squad_features
+from data_utils import layouts
+from finetuning import squad_features
 from modeling import mpnet, mpnet_models
 from tests.test_classifier import sst2  # noqa: F401  (fixture)
 from tests.test_race import race_dir  # noqa: F401  (fixture)
@@ -42,7 +43,7 @@ def test_mpnet_rows_exact():
 
 
 def test_python_rows_equal_the_in_graph_packing():
-  """finetuning/layouts.py (features) and data_utils/wordpiece.py (in-graph, = Hugging Face's
+  """data_utils/layouts.py (features) and data_utils/wordpiece.py (in-graph, = Hugging Face's
   MPNetTokenizer, see tests/test_wordpiece.py) cut and lay out pairs identically."""
   from data_utils import wordpiece
   import tensorflow as tf

@@ -5,7 +5,8 @@ import types
 import numpy as np
 import tensorflow as tf
 
-from finetuning import layouts, race
+from data_utils import layouts
+from finetuning import race
 from serving import export, packing
 
 SPM_IDS = types.SimpleNamespace(bos_id=1, eos_id=2, pad_id=5)

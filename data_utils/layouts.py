@@ -1,0 +1,134 @@
+"""How one example becomes a row of token ids, per model type: the one module of row layouts
+that fine-tuning (finetuning/) and serving (serving/) both import.
+
+xlnet (the release's): `A <sep> [B <sep>] <cls>`, LEFT padded so `<cls>` is
+  last; segment ids A = 0, B = 1, <cls> = 2, padding 4; the summary reads the
+  last position.
+mpnet (Hugging Face's MPNet/RoBERTa): `<s> A </s>` or `<s> A </s></s> B </s>`,
+  RIGHT padded with the tokenizer's pad id; no segment ids (all 0); the
+  classifier reads the first position.
+
+input_mask is 1 on padding (the project's mask convention). Pairs too long are
+cut from the end: xlnet one token at a time from the longer text (B on a tie),
+as its release; mpnet as Hugging Face's MPNetTokenizer (the shorter text keeps
+min(its length, budget // 2), the longer the rest; A counts as shorter on a tie;
+data_utils/wordpiece.py does the same in-graph).
+"""
+
+import numpy as np
+
+from data_utils.tokenization import CLS_ID, SEP_ID
+
+MODEL_TYPES = ("xlnet", "mpnet")
+SEG_PAD = 4
+# SQuAD windows (finetuning/squad_features.py, serving/squad_graph.py): xlnet
+# `doc <sep> q <sep> <cls>` right padded with segment 3, mpnet `<s> q </s></s> doc </s>`
+SQUAD_SEG_PAD = 3
+SQUAD_SPECIAL_TOKENS = {"xlnet": 3, "mpnet": 4}
+
+
+def truncate_pair(a, b, budget, model_type="xlnet"):
+  """Cuts lists a / b (in place) to len(a) + len(b) <= budget (rule: module docstring)."""
+  if model_type == "mpnet":
+    if len(a) + len(b) > budget:
+      a_short = len(a) <= len(b)
+      keep_short = min(len(a) if a_short else len(b), budget // 2)
+      del a[keep_short if a_short else budget - keep_short:]
+      del b[budget - keep_short if a_short else keep_short:]
+    return
+  while len(a) + len(b) > budget:
+    if len(a) > len(b):
+      a.pop()
+    else:
+      b.pop()
+
+
+def special_count(model_type, pair):
+  """Special tokens the layout adds around one or two texts."""
+  if model_type == "xlnet":
+    return 3 if pair else 2
+  return 4 if pair else 2
+
+
+def pack(model_type, tokenizer, a, b, max_len):
+  """One example -> (ids [L], seg_ids [L], input_mask [L], offset of A, offset of B).
+
+  a, b: lists of ids (b None for single texts), already cut to fit (see truncate_pair
+  and special_count). Offsets are the row positions of the first token of A and B.
+  """
+  ids = np.zeros([max_len], np.int32)
+  if model_type == "xlnet":
+    tokens = a + [SEP_ID] + (b + [SEP_ID] if b is not None else []) + [CLS_ID]
+    segs = [0] * (len(a) + 1) + ([1] * (len(b) + 1) if b is not None else []) + [2]
+    start = max_len - len(tokens)
+    seg = np.full([max_len], SEG_PAD, np.int32)
+    mask = np.ones([max_len], np.float32)
+    ids[start:], seg[start:], mask[start:] = tokens, segs, 0.0
+    return ids, seg, mask, start, start + len(a) + 1
+  if model_type != "mpnet":
+    raise ValueError(f"--model_type={model_type}: expected one of {', '.join(MODEL_TYPES)}")
+  bos, eos = tokenizer.bos_id, tokenizer.eos_id
+  tokens = [bos] + a + [eos] + ([eos] + b + [eos] if b is not None else [])
+  ids[:] = tokenizer.pad_id
+  ids[:len(tokens)] = tokens
+  mask = np.ones([max_len], np.float32)
+  mask[:len(tokens)] = 0.0
+  return ids, np.zeros([max_len], np.int32), mask, 1, len(a) + 3
+
+
+def make_tokenizer(model_type, sp_model=None, vocab_file=None, uncased=False):
+  """SentencePiece (--sp_model) or, for released MPNet weights, WordPiece (--vocab_file,
+  in-graph through tensorflow-text; MPNet's vocabulary is uncased, so it lower-cases)."""
+  if vocab_file:
+    if model_type != "mpnet":
+      raise ValueError("--vocab_file (WordPiece) goes with --model_type=mpnet")
+    from data_utils.wordpiece import WordPieceTokenizer
+    return WordPieceTokenizer(vocab_file, lower_case=True)
+  if not sp_model:
+    raise ValueError("--sp_model (or, for MPNet, --vocab_file) is required")
+  from data_utils.tokenization import Tokenizer
+  return Tokenizer(sp_model, lower=uncased)
+
+
+def check_vocab(model_config, tokenizer, max_seq_length=None):
+  """The model's vocabulary, pad id and positions must fit the tokenizer and the rows
+  (one-line error otherwise: an MPNet position past its table would fail only later)."""
+  size = getattr(model_config, "n_token", None) or model_config.vocab_size
+  if size < tokenizer.vocab_size:
+    raise ValueError(f"the tokenizer has {tokenizer.vocab_size} tokens but the model config "
+                     f"only {size}")
+  pad = getattr(model_config, "pad_token_id", None)
+  if pad is not None and pad != tokenizer.pad_id:
+    raise ValueError(f"the MPNet config has pad_token_id={pad} but the tokenizer's pad id is "
+                     f"{tokenizer.pad_id}: set pad_token_id in its config.json")
+  positions = getattr(model_config, "max_position_embeddings", None)
+  if positions is not None and max_seq_length and max_seq_length + pad + 1 > positions:
+    raise ValueError(f"--max_seq_length={max_seq_length} needs {max_seq_length + pad + 1} "
+                     f"positions but the MPNet config has max_position_embeddings={positions}")
+
+
+def check_window_flags(max_seq_length, doc_stride, max_query_length, model_type="xlnet"):
+  """One-line ValueError, naming the flags, for window settings that cannot tile a paragraph.
+
+  A window holds the special tokens (3 for XLNet, 4 for MPNet), up to
+  max_query_length question pieces and the rest of the paragraph; consecutive
+  windows start doc_stride pieces apart, so doc_stride must fit in the smallest
+  paragraph part (else text between windows would be skipped). Then an example
+  of n paragraph pieces gets at most ceil(n / doc_stride) + 1 windows.
+  """
+  specials = SQUAD_SPECIAL_TOKENS[model_type]
+  for name, value in (("max_seq_length", max_seq_length), ("doc_stride", doc_stride),
+                      ("max_query_length", max_query_length)):
+    if value < 1:
+      raise ValueError(f"--{name}={value}: must be at least 1")
+  room = max_seq_length - max_query_length - specials
+  if room < 1:
+    raise ValueError(f"--max_seq_length={max_seq_length} leaves no room for the paragraph: a "
+                     f"window holds {specials} special tokens and up to --max_query_length="
+                     f"{max_query_length} question pieces; raise --max_seq_length above "
+                     f"{max_query_length + specials} or lower --max_query_length")
+  if doc_stride > room:
+    raise ValueError(f"--doc_stride={doc_stride} is longer than the paragraph part of a window "
+                     f"({room} pieces = --max_seq_length={max_seq_length} - --max_query_length="
+                     f"{max_query_length} - {specials} special tokens), so windows would skip "
+                     f"text: use --doc_stride<={room}")
