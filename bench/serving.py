@@ -66,11 +66,10 @@ def build(work_dir, tok, vocab):
   """(ours: {arm: serving fn}, hf: (tokenizer, model)), the same random weights."""
   import types
 
-  from finetuning import classifier_data
+  from finetuning import classifier_data, classifier_task
   from modeling import hf_xlnet
   from modeling.config import RunConfig, XLNetConfig
   from modeling.models import XLNetClassifier
-  from serving import tasks
 
   tf.keras.utils.set_random_seed(0)
   config = XLNetConfig(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072,
@@ -84,7 +83,7 @@ def build(work_dir, tok, vocab):
   ours = {}
   for arm, padding, xla in (("ours_max", "max", False), ("ours_longest", "longest", False),
                             ("ours_buckets", "buckets", True)):
-    path = tasks.export_classifier(task, model, os.path.join(work_dir, arm), log=quiet,
+    path = classifier_task.export_classifier(task, model, os.path.join(work_dir, arm), log=quiet,
                                    padding=padding, xla=xla)
     ours[arm] = tf.saved_model.load(path).signatures["serving_default"]
   hf_dir = hf_xlnet.export_hf(model, os.path.join(work_dir, "hf"), quiet, labels=LABELS)

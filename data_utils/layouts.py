@@ -76,6 +76,29 @@ def pack(model_type, tokenizer, a, b, max_len):
   return ids, np.zeros([max_len], np.int32), mask, 1, len(a) + 3
 
 
+def encode_texts(tokenizer, texts_a, texts_b, max_len, model_type="xlnet"):
+  """Texts -> rows: dict input_ids int32 [N, L], seg_ids int32 [N, L], input_mask float32
+  [N, L] (1.0 on padding), each text tokenized, cut to fit (truncate_pair for pairs, the first
+  pieces of a single text) and packed (pack). texts_b: None, or one text or None per row."""
+  n = len(texts_a)
+  ids = np.zeros([n, max_len], np.int32)
+  seg = np.zeros([n, max_len], np.int32)
+  mask = np.ones([n, max_len], np.float32)
+  texts_b = [None] * n if texts_b is None else list(texts_b)
+  pieces_a = tokenizer.encode_lines(list(texts_a))
+  pieces_b = iter(tokenizer.encode_lines([b for b in texts_b if b is not None]))
+  for k, a in enumerate(pieces_a):
+    a = list(a)
+    b = list(next(pieces_b)) if texts_b[k] is not None else None
+    budget = max_len - special_count(model_type, b is not None)
+    if b is not None:
+      truncate_pair(a, b, budget, model_type)
+    else:
+      a = a[:budget]
+    ids[k], seg[k], mask[k], _, _ = pack(model_type, tokenizer, a, b, max_len)
+  return {"input_ids": ids, "seg_ids": seg, "input_mask": mask}
+
+
 def make_tokenizer(model_type, sp_model=None, vocab_file=None, uncased=False):
   """SentencePiece (--sp_model) or, for released MPNet weights, WordPiece (--vocab_file,
   in-graph through tensorflow-text; MPNet's vocabulary is uncased, so it lower-cases)."""

@@ -22,24 +22,8 @@ truncate_pair = layouts.truncate_pair
 
 def encode(tokenizer, examples, max_seq_length, label_list, model_type="xlnet"):
   """Examples -> dict of numpy arrays [N, L] (+ label [N]), laid out for `model_type`."""
-  n = len(examples)
-  ids = np.zeros([n, max_seq_length], np.int32)
-  seg = np.zeros([n, max_seq_length], np.int32)
-  mask = np.ones([n, max_seq_length], np.float32)
-  texts_a = tokenizer.encode_lines([e.text_a for e in examples])
-  has_b = [e.text_b is not None for e in examples]
-  texts_b = tokenizer.encode_lines([e.text_b for e in examples if e.text_b is not None])
-  b_iter = iter(texts_b)
-  for k, a in enumerate(texts_a):
-    a = list(a)
-    b = list(next(b_iter)) if has_b[k] else None
-    budget = max_seq_length - layouts.special_count(model_type, b is not None)
-    if b is not None:
-      truncate_pair(a, b, budget, model_type)
-    else:
-      a = a[:budget]
-    ids[k], seg[k], mask[k], _, _ = layouts.pack(model_type, tokenizer, a, b, max_seq_length)
-  out = {"input_ids": ids, "seg_ids": seg, "input_mask": mask}
+  out = layouts.encode_texts(tokenizer, [e.text_a for e in examples],
+                             [e.text_b for e in examples], max_seq_length, model_type)
   if label_list:
     index = {l: i for i, l in enumerate(label_list)}
     out["label"] = np.array([index.get(e.label, -1) for e in examples], np.int32)

@@ -10,6 +10,9 @@ from data_utils import layouts
 from finetuning import classifier_data, classifier_features, metrics
 from modeling import loading, mpnet_models
 from modeling.models import XLNetClassifier
+from serving import export
+from serving import tasks as serving_tasks
+from serving import utf8
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
 
@@ -143,6 +146,10 @@ class ClassifierTask(Task):
       labels.append(batch["label"].numpy())
     return np.concatenate(preds), np.concatenate(labels)
 
+  def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
+    """The SavedModel on raw text (export_classifier)."""
+    return export_classifier(self, model, export_dir, log, padding=padding, xla=xla)
+
   def eval_without_labels(self, split=None):
     """Why `split` (default --eval_split) cannot be scored (its layout has no label column:
     the GLUE test files), or None."""
@@ -172,3 +179,40 @@ class ClassifierTask(Task):
         value = f"{float(p):.3f}" if self.spec.is_regression else self.spec.labels[int(p)]
         f.write(f"{ex.guid}\t{value}\n")
     return path
+
+
+# ---- --export_dir: the serving module and the Python path it is checked against ----------
+def is_pair_task(spec):
+  """Whether a classification task's examples have a second text."""
+  return any(cols[1] is not None for cols in spec.columns.values())
+
+
+def classifier_outputs(task, model, texts, texts_b=None):
+  """The Python path's classifier outputs on raw texts (texts_b None: single-text task)."""
+  c, spec = task.config, task.spec
+  texts = utf8.python_texts(texts)
+  texts_b = utf8.python_texts(texts_b) if texts_b is not None else [None] * len(texts)
+  examples = [classifier_data.Example(str(k), a, b)
+              for k, (a, b) in enumerate(zip(texts, texts_b))]
+  feats = classifier_features.encode(task.tokenizer, examples, c.max_seq_length, spec.labels,
+                                     c.model_type)
+  logits = serving_tasks.forward(model, {k: feats[k]
+                                         for k in ("input_ids", "seg_ids", "input_mask")})
+  if spec.is_regression:
+    return {"score": logits}
+  return {"logits": logits, "probabilities": serving_tasks.softmax(logits),
+          "label": np.array([spec.labels[i] for i in logits.argmax(-1)], object)}
+
+
+def export_classifier(task, model, export_dir, log=print, padding=None, xla=False):
+  c, spec = task.config, task.spec
+  pair = is_pair_task(spec)
+  texts = list(export.PROBE_TEXTS) + [serving_tasks.LONG_PROBE]
+  texts_b = texts[2:] + texts[:2] if pair else None
+  probes = {"sentence": np.array(texts, object)}
+  if pair:
+    probes["sentence_b"] = np.array(texts_b, object)
+  module = export.classifier_module(model, task.tokenizer, c.model_type, c.max_seq_length,
+                                    spec.labels, pair, padding=padding, xla=xla)
+  return export.save(module, export_dir, probes, classifier_outputs(task, model, texts, texts_b),
+                     log=log)

@@ -18,6 +18,9 @@ from data_utils import layouts
 from finetuning import classifier_data, classifier_task, metrics
 from modeling import mpnet_models
 from modeling.models import XLNetRaceModel
+from serving import export
+from serving import tasks as serving_tasks
+from serving import utf8
 from training import task as task_lib
 
 LEVELS = ("middle", "high")
@@ -177,6 +180,10 @@ class RaceTask(classifier_task.ClassifierTask):
     return XLNetRaceModel(self.model_config, self.run_config,
                           summary_type=self.config.summary_type, use_proj=self.config.use_proj)
 
+  def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
+    """The SavedModel on raw text (export_race)."""
+    return export_race(self, model, export_dir, log, padding=padding, xla=xla)
+
   def eval_without_labels(self, split=None):
     """Always None: read_split refuses a file without answers (RACE's test files have them)."""
     return None
@@ -190,3 +197,29 @@ class RaceTask(classifier_task.ClassifierTask):
       if (level == k).any():
         out[f"accuracy_{name}"] = metrics.accuracy(labels[level == k], preds[level == k])
     return out
+
+
+# ---- --export_dir: the serving module and the Python path it is checked against ----------
+def race_outputs(task, model, articles, questions, options):
+  """The Python path's RACE outputs (options: 4 strings per question)."""
+  c = task.config
+  articles, questions, options = map(utf8.python_texts, (articles, questions, options))
+  items = [("middle", a, q, list(o), 0) for a, q, o in zip(articles, questions, options)]
+  feats = encode(task.tokenizer, items, c.max_seq_length, task.max_qa_length, c.model_type)
+  logits = serving_tasks.forward(model, {k: feats[k]
+                                         for k in ("input_ids", "seg_ids", "input_mask")})
+  return {"logits": logits, "probabilities": serving_tasks.softmax(logits),
+          "answer": np.array([export.RACE_ANSWERS[i] for i in logits.argmax(-1)], object)}
+
+
+def export_race(task, model, export_dir, log=print, padding=None, xla=False):
+  c = task.config
+  articles = [serving_tasks.LONG_PROBE, export.PROBE_TEXTS[0]]
+  questions = ["Who sold the _ to the Élysée?", "What is true? 1,000"]
+  options = [["pastries", "$1 \\1 cakes", "東京", ""], ["a_b", "   ", "½", "Tokyo!"]]
+  probes = {"article": np.array(articles, object), "question": np.array(questions, object),
+            "options": np.array(options, object)}
+  module = export.race_module(model, task.tokenizer, c.model_type, c.max_seq_length,
+                              task.max_qa_length, padding=padding, xla=xla)
+  return export.save(module, export_dir, probes,
+                     race_outputs(task, model, articles, questions, options), log=log)

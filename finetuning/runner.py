@@ -4,6 +4,7 @@ from data_utils import fileio
 from modeling import checkpoint, hf_xlnet
 from training import best as best_lib
 from training import distribution
+from training.task import Task
 from training.trainer import Trainer
 
 
@@ -14,6 +15,8 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
   export_dir = getattr(flag_values, "export_hf_dir", None)
   if export_dir:   # a layout with no Hugging Face class fails here, before any training
     hf_xlnet.architecture(task.build_model())
+  if getattr(flag_values, "export_dir", None):
+    check_export(task)
   if do_train:
     trainer = Trainer(task, strategy, model_dir, flag_values.train_steps,
                       flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
@@ -37,13 +40,17 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
   export_hf_if_asked(model, flag_values, log, labels=getattr(getattr(task, "spec", None),
                                                              "labels", None), chief=chief)
   export_dir = getattr(flag_values, "export_dir", None)
-  if export_dir and chief:   # the SavedModel on raw text (serving/)
-    from serving import tasks as serving_tasks   # local: serving imports the finetuning tasks
-    serving_tasks.export_task(task, model, export_dir, log, v2=serving_tasks.squad_v2(
-        task, getattr(flag_values, "version", None)),
-        padding=getattr(flag_values, "export_padding", None),
-        xla=getattr(flag_values, "export_xla", False))
+  if export_dir and chief:   # the SavedModel on raw text (the task's own export)
+    task.export(model, export_dir, log, padding=getattr(flag_values, "export_padding", None),
+                xla=getattr(flag_values, "export_xla", False),
+                version=getattr(flag_values, "version", None))
   return model
+
+
+def check_export(task):
+  """ValueError at once, before any training, for a task type without a SavedModel export."""
+  if type(task).export is Task.export:
+    raise ValueError(f"--export_dir: {type(task).__name__} has no SavedModel export")
 
 
 def export_hf_if_asked(model, flag_values, log=print, labels=None, chief=True):

@@ -20,6 +20,9 @@ from data_utils import fileio
 from finetuning import squad_features, squad_metrics
 from modeling import loading, mpnet_models
 from modeling.models import XLNetSquadModel
+from serving import export
+from serving import tasks as serving_tasks
+from serving import utf8
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
 
@@ -145,6 +148,12 @@ class SquadTask(Task):
   def evaluate(self, model):
     return self.predict(model, self.c.predict_file, fileio.join(self.c.model_dir, "eval"))
 
+  def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
+    """The SavedModel on raw text (export_squad); with no_answer_probability when `version`
+    (--version) is 2.0, or, unset, when the data read held unanswerable questions (squad_v2)."""
+    return export_squad(self, model, export_dir, squad_v2(self, version), log, padding=padding,
+                        xla=xla)
+
   def eval_without_labels(self):
     """Why the trainer's evaluation cannot score --predict_file (no question has answers or
     is_impossible: the SQuAD test layout), or None. predict() still writes its files."""
@@ -215,3 +224,44 @@ def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_le
       preds[ex.qas_id] = ""
     null_odds[ex.qas_id] = score_null
   return preds, nbest, null_odds
+
+
+# ---- --export_dir: the serving module and the Python path it is checked against ----------
+def squad_python_path(task, model, questions, contexts):
+  """run_squad's prediction on (question, context) pairs -> dict answer, start, end, score,
+  no_answer_probability (numpy), from predictions / nbest / null odds as the files hold them."""
+  c = task.c
+  questions, contexts = utf8.python_texts(questions), utf8.python_texts(contexts)
+  examples = [squad_features.SquadExample(f"q{k}", q, ctx)
+              for k, (q, ctx) in enumerate(zip(questions, contexts))]
+  arrays, infos = squad_features.make_features(task.tokenizer, examples, c.max_seq_length,
+                                               c.doc_stride, c.max_query_length, False,
+                                               c.model_type)
+  outs = serving_tasks.forward(model, arrays)
+  preds, nbest, null_odds = extract_answers(examples, infos, outs, c.start_n_top,
+                                                  c.end_n_top, c.max_answer_length, 1)
+  top = [nbest[ex.qas_id][0] for ex in examples]
+  return {"answer": np.array([preds[ex.qas_id] for ex in examples], object),
+          "start": np.array([t.get("start", -1) for t in top], np.int64),
+          "end": np.array([t.get("end", -1) for t in top], np.int64),
+          "score": np.array([t["log_score"] for t in top], np.float64),
+          "no_answer_probability": 1 / (1 + np.exp(-np.array(
+              [null_odds[ex.qas_id] for ex in examples], np.float64)))}
+
+
+def export_squad(task, model, export_dir, v2=True, log=print, padding=None, xla=False):
+  contexts = [serving_tasks.LONG_PROBE, export.PROBE_TEXTS[0], export.PROBE_TEXTS[1]]
+  questions = ["Who sold 1,000 pastries?", "When was Café Müller founded?", ""]
+  expected = squad_python_path(task, model, questions, contexts)
+  if not v2:
+    del expected["no_answer_probability"]
+  probes = {"question": np.array(questions, object), "context": np.array(contexts, object)}
+  module = export.squad_module(model, task.tokenizer, task.c.model_type, task.c, v2=v2,
+                               padding=padding, xla=xla)
+  return export.save(module, export_dir, probes, expected, log=log)
+
+
+def squad_v2(task, version=None):
+  """Whether a SQuAD export also answers no_answer_probability: --version when given, else
+  whether the data the task read held unanswerable questions (True when it read none)."""
+  return {"1.1": False, "2.0": True}.get(version, getattr(task, "saw_impossible", True))

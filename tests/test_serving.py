@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import fileio, tokenization, wordpiece
-from finetuning import classifier_data, squad
+from finetuning import classifier_data, classifier_task, race, squad
 from finetuning.squad import SquadConfig, SquadTask
 from modeling import mpnet, mpnet_models
 from modeling.config import RunConfig, XLNetConfig
@@ -131,9 +131,9 @@ def exported(tmp_path_factory, tokenizers):
     task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=24,
                                                               model_type="xlnet"),
                                  spec=spec, tokenizer=tok)
-    add(name, lambda d, t=task, m=model: tasks.export_classifier(t, m, d, log=lambda _: None),
+    add(name, lambda d, t=task, m=model: classifier_task.export_classifier(t, m, d, log=lambda _: None),
         {"sentence": TEXTS, "sentence_b": PAIRS},
-        tasks.classifier_outputs(task, model, TEXTS, PAIRS))
+        classifier_task.classifier_outputs(task, model, TEXTS, PAIRS))
   # MPNet + WordPiece, single sentences
   mconfig = mpnet.MPNetConfig(vocab_size=wp.vocab_size, hidden_size=32, num_hidden_layers=2,
                               num_attention_heads=4, intermediate_size=64,
@@ -142,8 +142,8 @@ def exported(tmp_path_factory, tokenizers):
   task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=20,
                                                             model_type="mpnet"),
                                spec=classifier_data.get_task("sst-2"), tokenizer=wp)
-  add("sst2_mpnet", lambda d: tasks.export_classifier(task, model, d, log=lambda _: None),
-      {"sentence": TEXTS}, tasks.classifier_outputs(task, model, TEXTS, None))
+  add("sst2_mpnet", lambda d: classifier_task.export_classifier(task, model, d, log=lambda _: None),
+      {"sentence": TEXTS}, classifier_task.classifier_outputs(task, model, TEXTS, None))
   # RACE, uncased
   race_model = _randomize(XLNetRaceModel(_xlnet_config(uncased.vocab_size), RUN).ensure_built(), 4)
   race_task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=32,
@@ -152,9 +152,9 @@ def exported(tmp_path_factory, tokenizers):
   articles, questions = [LONG, TEXTS[0], ""], ["Where did _ meet?", "Who sold 1,000?", "_"]
   options = [["Zürich", "Kraków", "", "東京"], ["Café", "the Élysée", "½", "x_y"],
              ["a", "b", "c", "d"]]
-  add("race", lambda d: tasks.export_race(race_task, race_model, d, log=lambda _: None),
+  add("race", lambda d: race.export_race(race_task, race_model, d, log=lambda _: None),
       {"article": articles, "question": questions, "options": options},
-      tasks.race_outputs(race_task, race_model, articles, questions, options))
+      race.race_outputs(race_task, race_model, articles, questions, options))
   # SQuAD v2, cased (XLNet) and WordPiece (MPNet): the scripts' prediction files
   contexts = [LONG, TEXTS[0], TEXTS[1], TEXTS[4], "  " + TEXTS[6]]
   questions = ["When did the committee meet?", "Who sold 1,000 pastries?", "", "½ of what?",
@@ -180,7 +180,7 @@ def exported(tmp_path_factory, tokenizers):
                 "score": [nbest[i][0]["log_score"] for i in ids],
                 "no_answer_probability": [1 / (1 + np.exp(-odds[i])) for i in ids]}
     assert sum(bool(a) for a in expected["answer"]) >= 3, expected["answer"]
-    add(name, lambda d, t=sq_task, m=model: tasks.export_squad(t, m, d, log=lambda _: None),
+    add(name, lambda d, t=sq_task, m=model: squad.export_squad(t, m, d, log=lambda _: None),
         {"question": questions, "context": contexts}, expected)
   # the pretraining encoder, cased
   enc = _randomize(XLNetPretrainModel(_xlnet_config(cased.vocab_size), RUN).ensure_built(), 6)
@@ -240,7 +240,7 @@ def test_signatures_are_on_strings(exported):
 
 
 def _xlnet_classifier_task(tok, task_name, max_seq_length, seed):
-  """(a task namespace as tasks.export_classifier reads it, a random XLNetClassifier)."""
+  """(a task namespace as classifier_task.export_classifier reads it, a random XLNetClassifier)."""
   spec = classifier_data.get_task(task_name)
   model = _randomize(XLNetClassifier(_xlnet_config(tok.vocab_size), RUN, n_class=len(spec.labels),
                                      task_name=task_name).ensure_built(), seed)
@@ -256,15 +256,15 @@ def test_a_failed_check_publishes_nothing_and_a_rerun_replaces(tmp_path, tokeniz
   spec = task.spec
   module = export.classifier_module(model, tok, "xlnet", 16, spec.labels, pair=False)
   target = f"{tmp_path}/export"
-  wrong = tasks.classifier_outputs(task, model, TEXTS[:2], None)
+  wrong = classifier_task.classifier_outputs(task, model, TEXTS[:2], None)
   wrong["logits"] = wrong["logits"] + 1.0
   with pytest.raises(ValueError, match=f"{target}: export check failed: logits"):
     export.save(module, target, {"sentence": np.array(TEXTS[:2], object)}, wrong,
                 log=lambda _: None)
   assert os.listdir(tmp_path) == []                 # no export, no temporary leftovers
-  tasks.export_classifier(task, model, target, log=lambda _: None)
+  classifier_task.export_classifier(task, model, target, log=lambda _: None)
   first = sorted(os.listdir(target))
-  tasks.export_classifier(task, model, target, log=lambda _: None)   # over an existing one
+  classifier_task.export_classifier(task, model, target, log=lambda _: None)   # over an existing one
   assert sorted(os.listdir(target)) == first and "saved_model.pb" in first
   assert os.listdir(tmp_path) == ["export"]
 
@@ -272,15 +272,15 @@ def test_a_failed_check_publishes_nothing_and_a_rerun_replaces(tmp_path, tokeniz
 def test_squad_exports_no_answer_probability_for_squad_2_data(tmp_path, tokenizers):
   tok = tokenizers["cased"]
   task = _squad_task(tmp_path, tok, _xlnet_config(tok.vocab_size))
-  assert tasks.squad_v2(task) and not tasks.squad_v2(task, "1.1")    # nothing read yet
+  assert squad.squad_v2(task) and not squad.squad_v2(task, "1.1")    # nothing read yet
   v1 = tmp_path / "v1.json"
   qa = {"id": "a", "question": "Colour?", "answers": [{"text": "red", "answer_start": 13}]}
   v1.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
       {"context": "The door was red.", "qas": [qa]}]}]}))
   task._features(str(v1), True)
-  assert not tasks.squad_v2(task) and tasks.squad_v2(task, "2.0")
+  assert not squad.squad_v2(task) and squad.squad_v2(task, "2.0")
   task._features(_squad_file(tmp_path / "v2.json", ["q"], ["c"]), False)   # no answers: not 2.0
-  assert not tasks.squad_v2(task)
+  assert not squad.squad_v2(task)
 
 
 def test_run_classifier_exports_from_init_checkpoint_without_data(tmp_path, tokenizers):
@@ -301,7 +301,7 @@ def test_run_classifier_exports_from_init_checkpoint_without_data(tmp_path, toke
   task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=16,
                                                             model_type="xlnet"),
                                spec=classifier_data.get_task("sst-2"), tokenizer=tok)
-  want = tasks.classifier_outputs(task, model, TEXTS)
+  want = classifier_task.classifier_outputs(task, model, TEXTS)
   np.testing.assert_allclose(served["logits"].numpy(), want["logits"], atol=1e-5)
   assert [v.decode() for v in served["label"].numpy()] == want["label"].tolist()
 
@@ -312,16 +312,29 @@ def test_xla_exports_pad_to_buckets_and_give_the_python_paths_outputs(tmp_path, 
   other batches, for a pair classifier and RACE (whose rows are reshaped [N, 4, T])."""
   tok = tokenizers["cased"]
   task, model = _xlnet_classifier_task(tok, "mnli", 40, 9)
-  target = tasks.export_classifier(task, model, str(tmp_path / "cls"), log=lambda _: None,
+  target = classifier_task.export_classifier(task, model, str(tmp_path / "cls"), log=lambda _: None,
                                    xla=True)
   assert b"_XlaMustCompile" in (tmp_path / "cls" / "saved_model.pb").read_bytes()
   fn = tf.saved_model.load(target).signatures["serving_default"]
   for rows in (slice(0, 3), slice(3, 5), slice(5, 6), slice(0, 8)):
     got = fn(sentence=tf.constant(TEXTS[rows]), sentence_b=tf.constant(PAIRS[rows]))
-    want = tasks.classifier_outputs(task, model, TEXTS[rows], PAIRS[rows])
+    want = classifier_task.classifier_outputs(task, model, TEXTS[rows], PAIRS[rows])
     np.testing.assert_allclose(got["logits"].numpy(), want["logits"], atol=1e-5)
   race_model = _randomize(XLNetRaceModel(_xlnet_config(tok.vocab_size), RUN).ensure_built(), 10)
   race_task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=40,
                                                                  model_type="xlnet"),
                                     tokenizer=tok, max_qa_length=12)
-  tasks.export_race(race_task, race_model, str(tmp_path / "race"), log=lambda _: None, xla=True)
+  race.export_race(race_task, race_model, str(tmp_path / "race"), log=lambda _: None, xla=True)
+
+
+def test_a_task_type_without_an_export_is_refused_before_training():
+  from finetuning import runner
+  from training.task import Task
+
+  class NoExport(Task):
+    pass
+
+  with pytest.raises(ValueError, match="--export_dir: NoExport has no SavedModel export"):
+    runner.check_export(NoExport())
+  for task_type in (classifier_task.ClassifierTask, race.RaceTask, squad.SquadTask):
+    assert task_type.export is not Task.export, task_type

@@ -5,7 +5,7 @@ the same bytes decoded with U+FFFD replacement (serving/utf8.py): ids, answers, 
 Answers are valid UTF-8 and `context[start:end] == answer` in the code points of the decoded
 context. One hostile row in a batch changes nothing for the other rows.
 
-The exports are built once per module (tasks.export_*, which also runs their self-check) and
+The exports are built once per module (each task module's export_* function, which also runs its self-check) and
 loaded back as a server loads them; inputs are drawn by hypothesis with a fixed seed
 (tests/fuzz_helpers.py), about 150 batches in all.
 """
@@ -18,7 +18,7 @@ import tensorflow as tf
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from finetuning import classifier_data, squad_features
+from finetuning import classifier_data, classifier_task, race, squad, squad_features
 from modeling import mpnet, mpnet_models
 from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
                              XLNetSquadModel)
@@ -87,14 +87,14 @@ def served(tmp_path_factory, tokenizers):  # noqa: F811
     task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=24,
                                                               model_type=model_type),
                                  spec=spec, tokenizer=tok)
-    out[name] = (_loaded(tasks.export_classifier(task, model, str(root / name), log=quiet)),
-                 lambda a, b, t=task, m=model: tasks.classifier_outputs(t, m, a, b))
+    out[name] = (_loaded(classifier_task.export_classifier(task, model, str(root / name), log=quiet)),
+                 lambda a, b, t=task, m=model: classifier_task.classifier_outputs(t, m, a, b))
   race_model = _randomize(XLNetRaceModel(_xlnet_config(uncased.vocab_size), RUN).ensure_built(), 3)
   race_task = types.SimpleNamespace(config=types.SimpleNamespace(max_seq_length=32,
                                                                  model_type="xlnet"),
                                     tokenizer=uncased, max_qa_length=12)
-  out["race"] = (_loaded(tasks.export_race(race_task, race_model, str(root / "race"), log=quiet)),
-                 lambda a, q, o: tasks.race_outputs(race_task, race_model, a, q, o))
+  out["race"] = (_loaded(race.export_race(race_task, race_model, str(root / "race"), log=quiet)),
+                 lambda a, q, o: race.race_outputs(race_task, race_model, a, q, o))
   for name, tok, make in (
       ("squad", cased, lambda: XLNetSquadModel(_xlnet_config(cased.vocab_size), RUN,
                                                start_n_top=3, end_n_top=3)),
@@ -102,8 +102,8 @@ def served(tmp_path_factory, tokenizers):  # noqa: F811
                                                                end_n_top=3))):
     model = _randomize(make().ensure_built(), 4)
     task = _squad_task(root, tok, model.config, "mpnet" if "mpnet" in name else "xlnet")
-    out[name] = (_loaded(tasks.export_squad(task, model, str(root / name), log=quiet)),
-                 lambda q, c, t=task, m=model: tasks.squad_python_path(t, m, q, c))
+    out[name] = (_loaded(squad.export_squad(task, model, str(root / name), log=quiet)),
+                 lambda q, c, t=task, m=model: squad.squad_python_path(t, m, q, c))
   enc = _randomize(XLNetPretrainModel(_xlnet_config(cased.vocab_size), RUN).ensure_built(), 5)
   out["encoder"] = (_loaded(tasks.export_encoder(enc, cased, 24, str(root / "encoder"),
                                                  log=quiet)),

@@ -93,3 +93,8 @@ class Task:
 
   def on_end(self, model, model_dir, log):
     pass
+
+  def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
+    """Writes the SavedModel on raw text for --export_dir (serving/export.py); a task type
+    without one refuses at once (finetuning/runner.check_export, before any training)."""
+    raise NotImplementedError(f"{type(self).__name__} has no SavedModel export (--export_dir)")
