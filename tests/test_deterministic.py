@@ -231,5 +231,7 @@ def test_classifier_same_command_same_bytes(tmp_path, sst2):  # noqa: F811
       "--train_steps=12", "--warmup_steps=2", "--save_every=12", "--steps_per_loop=4",
       "--do_train", "--xla=off", "--deterministic"]   # dropout 0.1 (default), data shuffled
   run_all([args(tmp_path / "a"), args(tmp_path / "b")])
-  for prefix in ("ckpt/ckpt-12", "best/ckpt"):
+  for prefix in ("ckpt/ckpt-12", "best/step-12/ckpt"):      # best/: training/best.py's layout
     assert_same_bytes(str(tmp_path / "a" / prefix), str(tmp_path / "b" / prefix))
+  assert (tmp_path / "a" / "best" / "best.json").read_bytes() == (
+      tmp_path / "b" / "best" / "best.json").read_bytes()
