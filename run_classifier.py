@@ -17,8 +17,6 @@ import json
 import sys
 
 from absl import flags
-from absl import logging
-import keras
 
 from data_utils import cli_app
 from data_utils import fileio
@@ -26,9 +24,8 @@ from finetuning import runner
 from finetuning import classifier_data
 from finetuning.classifier_task import ClassifierConfig, ClassifierTask
 from modeling import flags as model_flags
-from training import distribution
+from training import entry
 from training import flags as training_flags
-from training import trainer as trainer_lib
 
 model_flags.define_model_flags()
 model_flags.define_model_type_flags()
@@ -56,29 +53,12 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
-  trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
-  trainer_lib.configure_determinism(FLAGS.deterministic)
-  model_dir = FLAGS.model_dir or FLAGS.output_dir
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir
-          or FLAGS.export_hf_dir):
-    sys.exit("run_classifier.py: nothing to do: pass --do_train, --do_eval, --do_predict, "
-             "--export_dir or --export_hf_dir")
-  required = [("task_name", FLAGS.task_name), ("model_dir", model_dir),
-              ("model_config_path", FLAGS.model_config_path)]
-  if FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict:       # an export alone reads no data
-    required.insert(1, ("data_dir", FLAGS.data_dir))
-  for name, value in required:
-    if not value:
-      sys.exit(f"run_classifier.py: --{name} is required")
-  try:   # first: a multi-worker strategy configures collectives before TensorFlow's first op
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu,
-                                         tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project)
-  except ValueError as e:
-    sys.exit(f"run_classifier.py: {e}")
-  keras.utils.set_random_seed(FLAGS.seed)
-  if FLAGS.use_bfloat16:
-    trainer_lib.use_bfloat16(FLAGS)
+  reads_data = FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict   # an export alone reads none
+  model_dir, strategy = entry.prologue(
+      "run_classifier.py", FLAGS,
+      actions=["do_train", "do_eval", "do_predict", "export_dir", "export_hf_dir"],
+      required=["task_name", *(["data_dir"] if reads_data else []), "model_dir",
+                "model_config_path"])
   try:
     config = ClassifierConfig(
         task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model, vocab_file=FLAGS.vocab_file,

@@ -21,8 +21,6 @@ import dataclasses
 import sys
 
 from absl import flags
-from absl import logging
-import keras
 
 from data_utils import cli_app
 from data_utils import fileio
@@ -32,6 +30,7 @@ from modeling import flags as model_flags
 from modeling import mpnet
 from serving import tasks as serving_tasks
 from training import distribution
+from training import entry
 from training import flags as training_flags
 from training.pretrain_task import OBJECTIVES, PretrainConfig, PretrainTask
 from training import trainer as trainer_lib
@@ -85,22 +84,8 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
-  trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
-  trainer_lib.configure_determinism(FLAGS.deterministic)
-  model_dir = FLAGS.model_dir or FLAGS.output_dir
-  for name, value in (("record_dir", FLAGS.record_dir), ("model_dir", model_dir),
-                      ("model_config_path", FLAGS.model_config_path)):
-    if not value:
-      sys.exit(f"run_pretrain.py: --{name} is required")
-  try:   # first: a multi-worker strategy configures collectives before TensorFlow's first op
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu,
-                                         tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project)
-  except ValueError as e:
-    sys.exit(f"run_pretrain.py: {e}")
-  keras.utils.set_random_seed(FLAGS.seed)
-  if FLAGS.use_bfloat16:
-    trainer_lib.use_bfloat16(FLAGS)
+  model_dir, strategy = entry.prologue(
+      "run_pretrain.py", FLAGS, required=["record_dir", "model_dir", "model_config_path"])
   try:
     if FLAGS.objective == "mpnet":   # a Hugging Face style MPNet config.json
       model_config = mpnet.MPNetConfig.from_json(FLAGS.model_config_path)

@@ -18,8 +18,6 @@ import json
 import sys
 
 from absl import flags
-from absl import logging
-import keras
 
 from data_utils import cli_app
 from finetuning import layouts
@@ -28,9 +26,8 @@ from finetuning import squad_features
 from finetuning import squad_metrics
 from finetuning.squad import SquadConfig, SquadTask
 from modeling import flags as model_flags
-from training import distribution
+from training import entry
 from training import flags as training_flags
-from training import trainer as trainer_lib
 
 model_flags.define_model_flags()
 model_flags.define_model_type_flags()
@@ -85,30 +82,15 @@ def _check_flags():
 
 def main(argv):
   del argv
-  logging.set_verbosity(logging.WARNING)
-  trainer_lib.configure_xla(FLAGS.xla)   # before TensorFlow runs an op
-  trainer_lib.configure_determinism(FLAGS.deterministic)
   try:
     if FLAGS.do_eval_only:
+      entry.configure(FLAGS)
       return _eval_only()
-    model_dir = FLAGS.model_dir or FLAGS.output_dir
-    if not (FLAGS.do_train or FLAGS.do_predict or FLAGS.export_dir or FLAGS.export_hf_dir):
-      sys.exit("run_squad.py: nothing to do: pass --do_train, --do_predict, --do_eval_only, "
-               "--export_dir or --export_hf_dir")
-    required = [("model_dir", model_dir), ("model_config_path", FLAGS.model_config_path)]
-    if FLAGS.do_train:
-      required.append(("train_file", FLAGS.train_file))
-    elif FLAGS.do_predict:
-      required.append(("predict_file", FLAGS.predict_file))
-    for name, value in required:
-      if not value:
-        sys.exit(f"run_squad.py: --{name} is required")
-    _check_flags()
-    strategy = distribution.get_strategy(FLAGS.distribution_strategy, FLAGS.tpu,
-                                         tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project)
-    keras.utils.set_random_seed(FLAGS.seed)
-    if FLAGS.use_bfloat16:
-      trainer_lib.use_bfloat16(FLAGS)
+    data = (["train_file"] if FLAGS.do_train else ["predict_file"] if FLAGS.do_predict else [])
+    model_dir, strategy = entry.prologue(
+        "run_squad.py", FLAGS, check=_check_flags,
+        actions=["do_train", "do_predict", "do_eval_only", "export_dir", "export_hf_dir"],
+        required=["model_dir", "model_config_path", *data])
     config = SquadConfig(
         model_dir=model_dir, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
         max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,

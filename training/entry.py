@@ -1,0 +1,61 @@
+"""The set-up every training entry script runs first (run_pretrain.py, run_classifier.py,
+run_squad.py, run_race.py): `prologue` in the order it must run, each error one line naming
+the script (sys.exit).
+
+  model_dir, strategy = entry.prologue("run_race.py", FLAGS,
+                                       actions=["do_train", "do_eval", ...],
+                                       required=["data_dir", "model_dir", "model_config_path"])
+"""
+
+import sys
+
+from absl import logging
+import keras
+
+from training import distribution
+from training import trainer as trainer_lib
+
+
+def configure(flag_values):
+  """absl logging at WARNING, then --xla and --deterministic: TensorFlow reads them when it runs
+  its first op, so this comes before anything else."""
+  logging.set_verbosity(logging.WARNING)
+  trainer_lib.configure_xla(flag_values.xla)
+  trainer_lib.configure_determinism(flag_values.deterministic)
+
+
+def prologue(script, flag_values, required, actions=None, check=None):
+  """`configure`, then the script's flags checked and its distribution set up:
+
+  1. MODEL_DIR = --model_dir, or its alias --output_dir;
+  2. `actions` (flag names; None: no such check): unless one is set,
+     "SCRIPT: nothing to do: pass --a, --b or --c";
+  3. `required` (flag names in the order checked; "model_dir" is MODEL_DIR): the first one
+     not set exits with "SCRIPT: --NAME is required";
+  4. `check()`, the script's own flag checks (a ValueError exits with "SCRIPT: message");
+  5. the tf.distribute strategy of --distribution_strategy / --tpu, before any other
+     TensorFlow op (a multi-worker strategy configures the collectives first); a ValueError
+     exits with "SCRIPT: message";
+  6. the seed (--seed) of Keras, Python and numpy, and --use_bfloat16's dtype policy.
+
+  Returns (MODEL_DIR, strategy)."""
+  f = flag_values
+  configure(f)
+  model_dir = f.model_dir or f.output_dir
+  if actions is not None and not any(getattr(f, name) for name in actions):
+    names = [f"--{name}" for name in actions]
+    sys.exit(f"{script}: nothing to do: pass {', '.join(names[:-1])} or {names[-1]}")
+  for name in required:
+    if not (model_dir if name == "model_dir" else getattr(f, name)):
+      sys.exit(f"{script}: --{name} is required")
+  try:
+    if check is not None:
+      check()
+    strategy = distribution.get_strategy(f.distribution_strategy, f.tpu, tpu_zone=f.tpu_zone,
+                                         gcp_project=f.gcp_project)
+  except ValueError as e:
+    sys.exit(f"{script}: {e}")
+  keras.utils.set_random_seed(f.seed)
+  if f.use_bfloat16:
+    trainer_lib.use_bfloat16(f)
+  return model_dir, strategy
