@@ -19,8 +19,7 @@ import sys
 
 from absl import flags
 
-from data_utils import cli_app
-from finetuning import layouts
+from data_utils import cli_app, layouts
 from finetuning import runner
 from finetuning import squad_features
 from finetuning import squad_metrics
