@@ -331,10 +331,12 @@ def test_a_task_type_without_an_export_is_refused_before_training():
   from finetuning import runner
   from training.task import Task
 
-  class NoExport(Task):
-    pass
+  class NoExport(Task):          # the three methods the contract requires, and no export
+    build_model = dataset = loss = lambda self, *args, **kwargs: None
 
   with pytest.raises(ValueError, match="--export_dir: NoExport has no SavedModel export"):
     runner.check_export(NoExport())
   for task_type in (classifier_task.ClassifierTask, race.RaceTask, squad.SquadTask):
     assert task_type.export is not Task.export, task_type
+  with pytest.raises(TypeError, match="abstract"):   # the contract: build_model, dataset, loss
+    type("Incomplete", (Task,), {"build_model": lambda self: None})()

@@ -1,5 +1,6 @@
 """What every trainer task shares (see training/trainer.py for the interface)."""
 
+import abc
 import dataclasses
 
 import tensorflow as tf
@@ -55,18 +56,54 @@ OPTIMIZER_FIELDS = tuple(f.name for f in dataclasses.fields(OptimizerConfig)
                          if f.name not in ("seed", "train_steps"))
 
 
-class Task:
-  """Defaults: no carried state, the common optimizer, init from --init_checkpoint.
+class Task(abc.ABC):
+  """The contract between a task and the one training loop (training/trainer.py), written once.
 
-  Subclasses set `self.config` (an OptimizerConfig), `self.seed`, `self.init_checkpoint`,
-  `self.tokens_per_step`, `recipe_script` (pretrain | classifier | squad | race) and `family`
-  (xlnet | mpnet): together they pick the recipe that fills unset optimizer settings.
+  A task must give:
+    build_model() -> keras.Model, built under the strategy's scope.
+    dataset(input_context, skip_batches=0) -> tf.data.Dataset of this input pipeline's
+      per-replica batches (static shapes), the first `skip_batches` skipped (a resume).
+    loss(model, batch, state, step, training=True) -> (loss, metrics dict, new state); the
+      loss already scaled so that summing it over replicas gives the global mean.
+  and may override (the defaults below):
+    build_optimizer(model): the recipe's optimizer (training/optimization.py).
+    initialize(model, log): weights from `init_checkpoint` (modeling/loading.py), if set.
+    state_shape() / initial_state() / state_dtype: the state carried from step to step in
+      each replica (pretraining: Transformer-XL memory); default a dummy [1].
+    evaluate(model) -> {metric: value}: called at every checkpoint when not None; the best by
+      `main_metric` is kept under best/ (training/best.py). eval_without_labels() -> why the
+      evaluation data cannot be scored, or None (the trainer then skips it, saying why once).
+    on_end(model, model_dir, log): at the end of training (pretraining: its exports).
+    export(model, export_dir, log, padding, xla, version): the SavedModel on raw text for
+      --export_dir (serving/); the default refuses, and finetuning/runner.check_export calls
+      that refusal before any training.
+  Attributes: `config` (an OptimizerConfig), `seed`, `init_checkpoint`, `tokens_per_step` (for
+  the rate), `recipe_script` (pretrain | classifier | squad | race) and `family` (xlnet | mpnet):
+  the last two pick the recipe that fills unset optimizer settings.
   """
 
   state_dtype = tf.float32
   init_checkpoint = None
   recipe_script = "classifier"
   family = "xlnet"
+  evaluate = None                 # a method in tasks that evaluate
+  main_metric = None
+
+  @abc.abstractmethod
+  def build_model(self):
+    """The task's keras model."""
+
+  @abc.abstractmethod
+  def dataset(self, input_context, skip_batches=0):
+    """This input pipeline's per-replica batches."""
+
+  @abc.abstractmethod
+  def loss(self, model, batch, state, step, training=True):
+    """(loss, metrics, new state) of one per-replica batch."""
+
+  def eval_without_labels(self):
+    """Why the evaluation data cannot be scored (no labels), or None."""
+    return None
 
   def optimizer_settings(self):
     """The resolved optimizer settings (training/recipes.resolve)."""

@@ -8,16 +8,9 @@ XLA-compiled (--xla, see XLA_MODES); checkpoints every `save_every` steps (model
 carried state; the data position is the step), keeps the last K, resumes
 exactly, writes TensorBoard scalars and a log line with rate and ETA.
 
-Task interface:
-  build_model() -> keras model (created under the strategy scope)
-  build_optimizer(model) -> keras optimizer
-  dataset(input_context, skip_batches) -> tf.data.Dataset of per-replica batches
-  initial_state() -> per-replica state tensor (may be a dummy scalar)
-  state_shape(per_replica) -> shape of one replica's state, for checkpoints
-  loss(model, batch, state, step, training) -> (loss, metrics dict, new state);
-      loss already divided as the task wants to sum over replicas
-  tokens_per_step: int, for the rate
-  on_end(model, model_dir): exports (optional)
+The task interface is training/task.Task (written there once): build_model, dataset and loss,
+with optional evaluate / eval_without_labels / main_metric, carried state, initialize, on_end
+and export.
 """
 
 import json
