@@ -8,8 +8,7 @@ import tensorflow as tf
 from data_utils import fileio
 from data_utils import layouts
 from finetuning import classifier_data, classifier_features, metrics
-from modeling import loading, mpnet_models
-from modeling.models import XLNetClassifier
+from modeling import families
 from serving import export
 from serving import tasks as serving_tasks
 from serving import utf8
@@ -35,14 +34,11 @@ class ClassifierConfig(OptimizerConfig):
 
 
 def build_classifier(config, model_config, run_config, spec):
-  if config.model_type == "mpnet":
-    return mpnet_models.MPNetClassifier(model_config, n_class=max(len(spec.labels), 1),
-                                        regression=spec.is_regression)
   # AX is predicted with an MNLI model: same head, same release names.
-  return XLNetClassifier(model_config, run_config, n_class=max(len(spec.labels), 1),
-                         task_name="mnli" if spec.name == "ax" else spec.name,
-                         regression=spec.is_regression, summary_type=config.summary_type,
-                         use_proj=config.use_proj)
+  return families.get(config.model_type).classifier(
+      model_config, run_config, n_class=max(len(spec.labels), 1),
+      task_name="mnli" if spec.name == "ax" else spec.name, regression=spec.is_regression,
+      summary_type=config.summary_type, use_proj=config.use_proj)
 
 
 class ClassifierTask(Task):
@@ -121,9 +117,8 @@ class ClassifierTask(Task):
     return build_classifier(self.config, self.model_config, self.run_config, self.spec)
 
   def initialize(self, model, log):
-    if self.config.model_type == "mpnet" and self.init_checkpoint:
-      return loading.initialize_mpnet(model, self.init_checkpoint, log)
-    return super().initialize(model, log)
+    if self.init_checkpoint:
+      families.get(self.config.model_type).initialize(model, self.init_checkpoint, log)
 
   def loss(self, model, batch, state, step, training=True):
     logits = model(batch, training=training)

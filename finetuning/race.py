@@ -16,8 +16,7 @@ import tensorflow as tf
 from data_utils import fileio
 from data_utils import layouts
 from finetuning import classifier_data, classifier_task, metrics
-from modeling import mpnet_models
-from modeling.models import XLNetRaceModel
+from modeling import families
 from serving import export
 from serving import tasks as serving_tasks
 from serving import utf8
@@ -175,10 +174,8 @@ class RaceTask(classifier_task.ClassifierTask):
                                    batch_size)
 
   def build_model(self):
-    if self.config.model_type == "mpnet":
-      return mpnet_models.MPNetRaceModel(self.model_config)
-    return XLNetRaceModel(self.model_config, self.run_config,
-                          summary_type=self.config.summary_type, use_proj=self.config.use_proj)
+    return families.get(self.config.model_type).race_model(
+        self.model_config, self.run_config, self.config.summary_type, self.config.use_proj)
 
   def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
     """The SavedModel on raw text (export_race)."""

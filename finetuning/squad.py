@@ -18,8 +18,7 @@ import tensorflow as tf
 
 from data_utils import fileio
 from finetuning import squad_features, squad_metrics
-from modeling import loading, mpnet_models
-from modeling.models import XLNetSquadModel
+from modeling import families
 from serving import export
 from serving import tasks as serving_tasks
 from serving import utf8
@@ -96,11 +95,8 @@ class SquadTask(Task):
     return ds.skip(skip_batches) if skip_batches else ds
 
   def build_model(self):
-    if self.c.model_type == "mpnet":
-      return mpnet_models.MPNetSquadModel(self.model_config, start_n_top=self.c.start_n_top,
-                                          end_n_top=self.c.end_n_top)
-    return XLNetSquadModel(self.model_config, self.run_config, start_n_top=self.c.start_n_top,
-                           end_n_top=self.c.end_n_top)
+    return families.get(self.c.model_type).squad_model(
+        self.model_config, self.run_config, self.c.start_n_top, self.c.end_n_top)
 
   def loss(self, model, batch, state, step, training=True):
     out = model(batch, training=training)
@@ -115,9 +111,8 @@ class SquadTask(Task):
     return loss / self.replicas(), {"cls_loss": cls}, state
 
   def initialize(self, model, log):
-    if self.c.model_type == "mpnet" and self.init_checkpoint:
-      return loading.initialize_mpnet(model, self.init_checkpoint, log)
-    return super().initialize(model, log)
+    if self.init_checkpoint:
+      families.get(self.c.model_type).initialize(model, self.init_checkpoint, log)
 
   # ---- prediction ---------------------------------------------------------------------
   def predict(self, model, path, output_dir):

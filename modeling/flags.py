@@ -2,7 +2,8 @@
 
 from absl import flags
 
-from modeling.config import RunConfig, XLNetConfig
+from modeling import families
+from modeling.config import RunConfig
 
 
 def define_model_flags(record_defaults=False):
@@ -72,13 +73,11 @@ def define_model_type_flags():
 
 
 def model_config_from_flags(flag_values=flags.FLAGS):
-  """XLNetConfig, or MPNetConfig with --model_type=mpnet."""
+  """The --model_type family's config (modeling/families.py): XLNetConfig, or MPNetConfig."""
   if not flag_values.model_config_path:
     raise flags.ValidationError("--model_config_path is required")
-  if getattr(flag_values, "model_type", "xlnet") == "mpnet":
-    from modeling.mpnet import MPNetConfig
-    return MPNetConfig.from_json(flag_values.model_config_path)
-  return XLNetConfig.from_json(flag_values.model_config_path)
+  family = families.get(getattr(flag_values, "model_type", "xlnet"))
+  return family.config_from_json(flag_values.model_config_path)
 
 
 def run_config_from_flags(flag_values=flags.FLAGS):
