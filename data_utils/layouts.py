@@ -19,35 +19,93 @@ import numpy as np
 
 from data_utils.tokenization import CLS_ID, SEP_ID
 
-MODEL_TYPES = ("xlnet", "mpnet")
 SEG_PAD = 4
 # SQuAD windows (finetuning/squad_features.py, serving/squad_graph.py): xlnet
 # `doc <sep> q <sep> <cls>` right padded with segment 3, mpnet `<s> q </s></s> doc </s>`
 SQUAD_SEG_PAD = 3
-SQUAD_SPECIAL_TOKENS = {"xlnet": 3, "mpnet": 4}
 
 
-def truncate_pair(a, b, budget, model_type="xlnet"):
-  """Cuts lists a / b (in place) to len(a) + len(b) <= budget (rule: module docstring)."""
-  if model_type == "mpnet":
+class XLNetRows:
+  """The release's rows: `A <sep> [B <sep>] <cls>`, left padded (segment SEG_PAD)."""
+  name = "xlnet"
+  left_padded = True
+  squad_specials = 3                 # `doc <sep> q <sep> <cls>`
+  takes_vocab_file = False           # SentencePiece only
+
+  @staticmethod
+  def special_count(pair):
+    return 3 if pair else 2
+
+  @staticmethod
+  def truncate_pair(a, b, budget):
+    while len(a) + len(b) > budget:
+      if len(a) > len(b):
+        a.pop()
+      else:
+        b.pop()
+
+  @staticmethod
+  def pack(tokenizer, a, b, max_len):
+    ids = np.zeros([max_len], np.int32)
+    tokens = a + [SEP_ID] + (b + [SEP_ID] if b is not None else []) + [CLS_ID]
+    segs = [0] * (len(a) + 1) + ([1] * (len(b) + 1) if b is not None else []) + [2]
+    start = max_len - len(tokens)
+    seg = np.full([max_len], SEG_PAD, np.int32)
+    mask = np.ones([max_len], np.float32)
+    ids[start:], seg[start:], mask[start:] = tokens, segs, 0.0
+    return ids, seg, mask, start, start + len(a) + 1
+
+
+class MPNetRows:
+  """Hugging Face's MPNet/RoBERTa rows: `<s> A </s>[</s> B </s>]`, right padded."""
+  name = "mpnet"
+  left_padded = False
+  squad_specials = 4                 # `<s> q </s></s> doc </s>`
+  takes_vocab_file = True            # WordPiece vocab.txt of released MPNet weights
+
+  @staticmethod
+  def special_count(pair):
+    return 4 if pair else 2
+
+  @staticmethod
+  def truncate_pair(a, b, budget):
     if len(a) + len(b) > budget:
       a_short = len(a) <= len(b)
       keep_short = min(len(a) if a_short else len(b), budget // 2)
       del a[keep_short if a_short else budget - keep_short:]
       del b[budget - keep_short if a_short else keep_short:]
-    return
-  while len(a) + len(b) > budget:
-    if len(a) > len(b):
-      a.pop()
-    else:
-      b.pop()
+
+  @staticmethod
+  def pack(tokenizer, a, b, max_len):
+    ids = np.zeros([max_len], np.int32)
+    bos, eos = tokenizer.bos_id, tokenizer.eos_id
+    tokens = [bos] + a + [eos] + ([eos] + b + [eos] if b is not None else [])
+    ids[:] = tokenizer.pad_id
+    ids[:len(tokens)] = tokens
+    mask = np.ones([max_len], np.float32)
+    mask[:len(tokens)] = 0.0
+    return ids, np.zeros([max_len], np.int32), mask, 1, len(a) + 3
+
+
+ROWS = {rows.name: rows for rows in (XLNetRows, MPNetRows)}   # the registry, by --model_type
+
+
+def rows(model_type):
+  """The row layout of --model_type (ValueError naming the flag otherwise)."""
+  try:
+    return ROWS[model_type]
+  except KeyError:
+    raise ValueError(f"--model_type={model_type}: expected one of {', '.join(ROWS)}") from None
+
+
+def truncate_pair(a, b, budget, model_type="xlnet"):
+  """Cuts lists a / b (in place) to len(a) + len(b) <= budget (rule: module docstring)."""
+  rows(model_type).truncate_pair(a, b, budget)
 
 
 def special_count(model_type, pair):
   """Special tokens the layout adds around one or two texts."""
-  if model_type == "xlnet":
-    return 3 if pair else 2
-  return 4 if pair else 2
+  return rows(model_type).special_count(pair)
 
 
 def pack(model_type, tokenizer, a, b, max_len):
@@ -56,24 +114,7 @@ def pack(model_type, tokenizer, a, b, max_len):
   a, b: lists of ids (b None for single texts), already cut to fit (see truncate_pair
   and special_count). Offsets are the row positions of the first token of A and B.
   """
-  ids = np.zeros([max_len], np.int32)
-  if model_type == "xlnet":
-    tokens = a + [SEP_ID] + (b + [SEP_ID] if b is not None else []) + [CLS_ID]
-    segs = [0] * (len(a) + 1) + ([1] * (len(b) + 1) if b is not None else []) + [2]
-    start = max_len - len(tokens)
-    seg = np.full([max_len], SEG_PAD, np.int32)
-    mask = np.ones([max_len], np.float32)
-    ids[start:], seg[start:], mask[start:] = tokens, segs, 0.0
-    return ids, seg, mask, start, start + len(a) + 1
-  if model_type != "mpnet":
-    raise ValueError(f"--model_type={model_type}: expected one of {', '.join(MODEL_TYPES)}")
-  bos, eos = tokenizer.bos_id, tokenizer.eos_id
-  tokens = [bos] + a + [eos] + ([eos] + b + [eos] if b is not None else [])
-  ids[:] = tokenizer.pad_id
-  ids[:len(tokens)] = tokens
-  mask = np.ones([max_len], np.float32)
-  mask[:len(tokens)] = 0.0
-  return ids, np.zeros([max_len], np.int32), mask, 1, len(a) + 3
+  return rows(model_type).pack(tokenizer, a, b, max_len)
 
 
 def encode_texts(tokenizer, texts_a, texts_b, max_len, model_type="xlnet"):
@@ -103,7 +144,7 @@ def make_tokenizer(model_type, sp_model=None, vocab_file=None, uncased=False):
   """SentencePiece (--sp_model) or, for released MPNet weights, WordPiece (--vocab_file,
   in-graph through tensorflow-text; MPNet's vocabulary is uncased, so it lower-cases)."""
   if vocab_file:
-    if model_type != "mpnet":
+    if not rows(model_type).takes_vocab_file:
       raise ValueError("--vocab_file (WordPiece) goes with --model_type=mpnet")
     from data_utils.wordpiece import WordPieceTokenizer
     return WordPieceTokenizer(vocab_file, lower_case=True)
@@ -155,3 +196,7 @@ def check_window_flags(max_seq_length, doc_stride, max_query_length, model_type=
                      f"({room} pieces = --max_seq_length={max_seq_length} - --max_query_length="
                      f"{max_query_length} - {specials} special tokens), so windows would skip "
                      f"text: use --doc_stride<={room}")
+
+
+MODEL_TYPES = tuple(ROWS)
+SQUAD_SPECIAL_TOKENS = {name: r.squad_specials for name, r in ROWS.items()}

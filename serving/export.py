@@ -32,7 +32,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from data_utils import fileio
+from data_utils import fileio, layouts
 from serving import packing, utf8
 
 SIGNATURE = "serving_default"
@@ -114,7 +114,8 @@ def classifier_module(model, tokenizer, model_type, max_seq_length, labels, pair
   padding, call = check_padding(padding, xla), model_call(model, xla)
 
   def outputs(rows):
-    rows = packing.trim_padding(rows, max_seq_length, model_type == "xlnet", padding)
+    rows = packing.trim_padding(rows, max_seq_length, layouts.rows(model_type).left_padded,
+                                   padding)
     logits = tf.cast(call(rows), tf.float32)
     if not labels:
       return {"score": logits}
@@ -171,7 +172,8 @@ def race_module(model, tokenizer, model_type, max_seq_length, max_qa_length, pad
     context = tf.gather(context, tf.repeat(tf.range(tf.shape(article)[0]), n_choice))
     qa = tok.tokenize(race_question_option(question, options))
     rows = packing.race_rows(model_type, tok, context, qa, max_seq_length, max_qa_length)
-    rows = packing.trim_padding(rows, max_seq_length, model_type == "xlnet", padding)
+    rows = packing.trim_padding(rows, max_seq_length, layouts.rows(model_type).left_padded,
+                                   padding)
     rows = {k: tf.reshape(v, [-1, n_choice, tf.shape(v)[1]]) for k, v in rows.items()}
     logits = tf.cast(call(rows), tf.float32)
     return {"logits": logits, "probabilities": tf.nn.softmax(logits, -1),

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from data_utils.tokenization import CLS_ID, SEP_ID
 from data_utils.wordpiece import pack_pair
+from data_utils import layouts
 from data_utils.layouts import SEG_PAD
 
 
@@ -121,17 +122,30 @@ def pack_xlnet(ids_a, ids_b, max_len, truncate=True):
           "input_mask": tf.ensure_shape(1.0 - _left_pad(ones, max_len, 0.0), [None, max_len])}
 
 
+def pack_mpnet(tokenizer, ids_a, ids_b, max_len):
+  """MPNet rows (module docstring) from ragged ids, the tokenizer's <s> </s> <pad> ids."""
+  rows = pack_pair(_ragged(ids_a), None if ids_b is None else _ragged(ids_b), max_len,
+                   tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)
+  rows["seg_ids"] = tf.zeros_like(rows["input_ids"])
+  return rows
+
+
+# the in-graph twin of each family's data_utils/layouts.py rows, by --model_type
+GRAPH_PACKERS = {
+    "xlnet": lambda tokenizer, ids_a, ids_b, max_len, truncate: pack_xlnet(ids_a, ids_b, max_len,
+                                                                           truncate),
+    "mpnet": lambda tokenizer, ids_a, ids_b, max_len, truncate: pack_mpnet(tokenizer, ids_a,
+                                                                           ids_b, max_len),
+}
+
+
 def pack_rows(model_type, tokenizer, ids_a, ids_b, max_len, truncate=True):
   """Rows for `model_type` ("xlnet" or "mpnet"; the tokenizer gives MPNet's special ids).
 
   Returns dict input_ids, seg_ids, input_mask, each [N, L] (see pack_xlnet).
   """
-  if model_type == "xlnet":
-    return pack_xlnet(ids_a, ids_b, max_len, truncate)
-  rows = pack_pair(_ragged(ids_a), None if ids_b is None else _ragged(ids_b), max_len,
-                   tokenizer.bos_id, tokenizer.eos_id, tokenizer.pad_id)
-  rows["seg_ids"] = tf.zeros_like(rows["input_ids"])
-  return rows
+  layouts.rows(model_type)                      # a one-line error for an unknown family
+  return GRAPH_PACKERS[model_type](tokenizer, ids_a, ids_b, max_len, truncate)
 
 
 def race_rows(model_type, tokenizer, context_ids, qa_ids, max_len, max_qa_length):
@@ -145,7 +159,7 @@ def race_rows(model_type, tokenizer, context_ids, qa_ids, max_len, max_qa_length
   Returns:
     dict input_ids, seg_ids, input_mask, each [R, L].
   """
-  specials = 3 if model_type == "xlnet" else 4
+  specials = layouts.special_count(model_type, pair=True)
   budget = max_len - specials
   if budget < 1 or max_qa_length < 1:
     raise ValueError(f"max_seq_length={max_len} / max_qa_length={max_qa_length} leave no room "
