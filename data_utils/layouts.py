@@ -55,6 +55,15 @@ class XLNetRows:
     ids[start:], seg[start:], mask[start:] = tokens, segs, 0.0
     return ids, seg, mask, start, start + len(a) + 1
 
+  @staticmethod
+  def squad_window(tokenizer, doc, query):
+    """A SQuAD window before padding: (tokens, seg, p_mask, cls_index, doc offset, pad id,
+    padding segment); `doc <sep> query <sep> <cls>`, p_mask 0 on doc pieces and <cls>."""
+    tokens = doc + [SEP_ID] + query + [SEP_ID, CLS_ID]
+    seg = [0] * (len(doc) + 1) + [1] * (len(query) + 1) + [2]
+    p_mask = [0] * len(doc) + [1] * (len(query) + 2) + [0]
+    return tokens, seg, p_mask, len(tokens) - 1, 0, 0, SQUAD_SEG_PAD
+
 
 class MPNetRows:
   """Hugging Face's MPNet/RoBERTa rows: `<s> A </s>[</s> B </s>]`, right padded."""
@@ -85,6 +94,15 @@ class MPNetRows:
     mask = np.ones([max_len], np.float32)
     mask[:len(tokens)] = 0.0
     return ids, np.zeros([max_len], np.int32), mask, 1, len(a) + 3
+
+  @staticmethod
+  def squad_window(tokenizer, doc, query):
+    """As XLNetRows.squad_window: `<s> query </s></s> doc </s>`, p_mask 0 on <s> and doc."""
+    bos, eos = tokenizer.bos_id, tokenizer.eos_id
+    tokens = [bos] + query + [eos, eos] + doc + [eos]
+    offset = len(query) + 3
+    p_mask = [0] + [1] * (offset - 1) + [0] * len(doc) + [1]
+    return tokens, [0] * len(tokens), p_mask, 0, offset, tokenizer.pad_id, 0
 
 
 ROWS = {rows.name: rows for rows in (XLNetRows, MPNetRows)}   # the registry, by --model_type

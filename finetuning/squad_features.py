@@ -22,7 +22,7 @@ import numpy as np
 from sentencepiece import sentencepiece_pb2
 
 from data_utils import layouts
-from data_utils.tokenization import CLS_ID, SEP_ID, SPIECE_UNDERLINE, preprocess_text
+from data_utils.tokenization import SPIECE_UNDERLINE, preprocess_text
 from finetuning import squad_metrics
 
 SEG_PAD = layouts.SQUAD_SEG_PAD
@@ -245,18 +245,8 @@ def make_features(tokenizer, examples, max_seq_length=512, doc_stride=128,
         raise AssertionError(f"question {ex.qas_id}: more windows than ceil(n / doc_stride) + 1")
       length = min(len(ids) - span_start, max_doc)
       doc = ids[span_start:span_start + length]
-      if model_type == "xlnet":
-        tokens = doc + [SEP_ID] + query + [SEP_ID, CLS_ID]
-        seg = [0] * (len(doc) + 1) + [1] * (len(query) + 1) + [2]
-        p_mask = [0] * len(doc) + [1] * (len(query) + 2) + [0]
-        cls_index, offset, pad_id, seg_pad = len(tokens) - 1, 0, 0, SEG_PAD
-      else:
-        bos, eos = tokenizer.bos_id, tokenizer.eos_id
-        tokens = [bos] + query + [eos, eos] + doc + [eos]
-        seg = [0] * len(tokens)
-        offset = len(query) + 3
-        p_mask = [0] + [1] * (offset - 1) + [0] * len(doc) + [1]
-        cls_index, pad_id, seg_pad = 0, tokenizer.pad_id, 0
+      tokens, seg, p_mask, cls_index, offset, pad_id, seg_pad = layouts.rows(
+          model_type).squad_window(tokenizer, doc, query)
       pad = max_seq_length - len(tokens)
       row = {"input_ids": tokens + [pad_id] * pad, "seg_ids": seg + [seg_pad] * pad,
              "input_mask": [0.0] * len(tokens) + [1.0] * pad, "p_mask": p_mask + [1] * pad,
