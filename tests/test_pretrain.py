@@ -155,9 +155,8 @@ import sys, json
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-sys.path.insert(0, sys.argv[1])
-from tests import pretrain_helpers as ph
-vocab, one, two, out = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+from tests import pretrain_helpers as ph      # run from the repository root (cwd)
+vocab, one, two, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 _, a = ph.train(ph.tiny_task(one, vocab, train_steps=10), out + "/one", steps_per_loop=5)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 _, b = ph.train(ph.tiny_task(two, vocab, cores=2, train_steps=10), out + "/two", strategy,
@@ -168,8 +167,8 @@ print(json.dumps({"one": a.tolist(), "two": b.tolist()}))
 
 def test_mirrored_two_devices_equals_one_device(tmp_path, recs):
   result = subprocess.run(
-      [sys.executable, "-c", MIRRORED, ROOT, str(recs["vocab"]), recs["uni1"], recs["uni2"],
-       str(tmp_path)], capture_output=True, text=True, timeout=600,
+      [sys.executable, "-c", MIRRORED, str(recs["vocab"]), recs["uni1"], recs["uni2"],
+       str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert result.returncode == 0, result.stderr[-3000:]
   losses = json.loads(result.stdout.strip().splitlines()[-1])
@@ -178,11 +177,10 @@ def test_mirrored_two_devices_equals_one_device(tmp_path, recs):
 
 FUSIBLE = r"""
 import sys, json
-sys.path.insert(0, sys.argv[1])
-from training import trainer
-trainer.configure_xla(sys.argv[4])            # before the first op, as the scripts do
+from training import trainer                  # run from the repository root (cwd)
+trainer.configure_xla(sys.argv[3])            # before the first op, as the scripts do
 from tests import pretrain_helpers as ph
-vocab, recs, out, mode = int(sys.argv[2]), sys.argv[3], sys.argv[5], sys.argv[4]
+vocab, recs, out, mode = int(sys.argv[1]), sys.argv[2], sys.argv[4], sys.argv[3]
 _, losses = ph.train(ph.tiny_task(recs, vocab, train_steps=10), out, steps_per_loop=5, xla=mode)
 print(json.dumps(losses.tolist()))
 """
@@ -192,8 +190,9 @@ def test_xla_modes_give_the_same_losses(tmp_path, recs):
   """--xla=fusible (TF matmuls + XLA element-wise clusters) and off compute what full does."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
   procs = {mode: subprocess.Popen(           # concurrently: each is mostly single-threaded compile
-      [sys.executable, "-c", FUSIBLE, ROOT, str(recs["vocab"]), recs["uni1"], mode,
-       str(tmp_path / mode)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+      [sys.executable, "-c", FUSIBLE, str(recs["vocab"]), recs["uni1"], mode,
+       str(tmp_path / mode)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env=env)
       for mode in ("full", "fusible", "off")}
   try:
     outputs = {mode: proc.communicate(timeout=600) for mode, proc in procs.items()}
