@@ -12,6 +12,7 @@ import re
 import shutil
 import sys
 
+import pytest
 import tensorflow as tf
 
 from modeling import checkpoint as ckpt_lib
@@ -19,6 +20,8 @@ from tests import best_helpers
 from tests.test_deterministic import ENV, launch  # noqa: F401  (the fixture)
 from training import best as best_lib
 from training import trainer
+
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 
 SCORES = {1: 0.3, 2: 0.5, 3: 0.4, 4: 0.7, 5: 0.6, 6: 0.9, 7: 0.2, 8: 0.1}
 

@@ -23,6 +23,8 @@ from tests import pretrain_helpers as ph
 from tests.test_classifier import sst2  # noqa: F401  (the tiny SST-2 fixture)
 from training import trainer
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
 STEPS, SAVE_EVERY = 24, 4

@@ -25,6 +25,8 @@ from tests.fuzz_helpers import (each_input_bounded, ERRORS, fuzz_settings, PLAIN
                                 file_bytes, physical_lines, captured, check_summary,
                                 check_refusal, split_lines, strip_bom)
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 UNDECODED = re.compile("[\udc80-\udcff]")
 
 

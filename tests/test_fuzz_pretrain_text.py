@@ -24,6 +24,8 @@ from data_utils.tokenization import CLS_ID, EOD_ID, SEP_ID
 from tests.fuzz_helpers import (each_input_bounded, ERRORS, fuzz_settings, file_bytes, check_error,
                                 strip_bom)
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 
 # ---- text -> pretraining records ----------------------------------------------------------------
 

@@ -25,6 +25,8 @@ from tests.fuzz_helpers import (each_input_bounded, ERRORS, fuzz_settings, HOSTI
                                 to_bytes, edited, captured, check_summary, check_refusal,
                                 strip_bom)
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 
 # ---- RACE JSON ----------------------------------------------------------------------------------
 

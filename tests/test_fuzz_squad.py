@@ -38,6 +38,8 @@ from hypothesis import event, example, given, strategies as st
 from finetuning import squad, squad_features, squad_metrics
 from tests.fuzz_helpers import ERRORS, each_input_bounded, fuzz_settings
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 # ---- strategies ------------------------------------------------------------------------
 _ANY_CHAR = st.characters(exclude_categories=())      # lone surrogates included
 _WORDS = ("the a an blue whale river 1,000 café Σίσυφος 東京 مرحبا e\u0301 ``q'' \x00 \t \r\n "

@@ -34,6 +34,8 @@ from absl import app
 from training import distribution
 from training.pretrain_task import PretrainTask
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 host_dataset = PretrainTask.dataset
 
 def both_hosts(self, ctx, skip_batches=0):   # element 2s + h = host h's batch of step s

@@ -17,6 +17,8 @@ from reproduction import pipeline as pipeline_lib
 from reproduction import tasks
 from reproduction.presets import PRESETS
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -27,6 +27,8 @@ from tests.fuzz_helpers import fuzz_settings
 from tests.test_serving import (RUN, TEXTS, _randomize, _squad_task, _xlnet_config,
                                 tokenizers)  # noqa: F401  (a module-scoped fixture)
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 HOSTILE = [
     b"\xff", b"\xfe", b"\x80", b"\xbf\x80", b"\xc0\xaf", b"\xc1\xbf", b"\xe0\x80\xaf",
     b"\xf0\x80\x80\xaf",                                   # overlong forms of "/" and U+007F
