@@ -56,28 +56,30 @@ def _columns(values, rows):
   return tf.RaggedTensor.from_tensor(tf.tile(tf.constant([values], tf.int32), [rows, 1]))
 
 
-def _xlnet_window(doc, query, rows, pos, length, q, total, bos_id, eos_id, pad_id):
+def _xlnet_window(doc, query, rows, pos, length, length_, q, q_, total, bos_id, eos_id, pad_id):
   """`doc <sep> query <sep> <cls>` (layouts.XLNetRows.squad_window in the graph): (ragged
-  tokens [W, (t)], pad id, cls_index [W], doc_offset [W], seg [W, L], answerable [W, L])."""
-  del bos_id, eos_id, pad_id
-  length_, q_ = length[:, None], q[:, None]
+  tokens [W, (t)], pad id, cls_index [W], doc_offset [W], seg [W, L], answerable [W, L]).
+  length_, q_, total: [W, 1]. (The ops are made in the order the graph had before the
+  registry, so exports stay byte-identical.)"""
+  del q, bos_id, eos_id, pad_id
   tokens = tf.concat([doc, _columns([SEP_ID], rows), query, _columns([SEP_ID, CLS_ID], rows)],
                      axis=1)
+  pad, cls_index, doc_offset = 0, total[:, 0] - 1, tf.zeros_like(length)
   seg = tf.where(pos <= length_, 0, tf.where(pos <= length_ + q_ + 1, 1, 2))
   seg = tf.where(pos < total, seg, layouts.SQUAD_SEG_PAD)
   answerable = (pos < length_) | (pos == total - 1)
-  return tokens, 0, total[:, 0] - 1, tf.zeros_like(length), seg, answerable
+  return tokens, pad, cls_index, doc_offset, seg, answerable
 
 
-def _mpnet_window(doc, query, rows, pos, length, q, total, bos_id, eos_id, pad_id):
+def _mpnet_window(doc, query, rows, pos, length, length_, q, q_, total, bos_id, eos_id, pad_id):
   """`<s> query </s></s> doc </s>` (layouts.MPNetRows.squad_window in the graph)."""
+  del q_, total
   tokens = tf.concat([_columns([bos_id], rows), query, _columns([eos_id, eos_id], rows), doc,
                       _columns([eos_id], rows)], axis=1)
-  doc_offset = q + 3
-  seg = tf.zeros_like(pos + length[:, None])
-  answerable = (pos == 0) | ((pos >= doc_offset[:, None]) &
-                             (pos < doc_offset[:, None] + length[:, None]))
-  return tokens, pad_id, tf.zeros_like(length), doc_offset, seg, answerable
+  pad, cls_index, doc_offset = pad_id, tf.zeros_like(length), q + 3
+  seg = tf.zeros_like(pos + length_)
+  answerable = (pos == 0) | ((pos >= doc_offset[:, None]) & (pos < doc_offset[:, None] + length_))
+  return tokens, pad, cls_index, doc_offset, seg, answerable
 
 
 # each family's window rows in the graph, by --model_type (the Python twins: layouts.ROWS)
@@ -126,9 +128,10 @@ def make_windows(query_ids, doc_ids, max_seq_length, doc_stride, max_query_lengt
                 length)
   query = _pieces(query_ids.flat_values, tf.gather(query_ids.row_starts(), example), q)
   pos = tf.range(max_seq_length)[None, :]                                # [1, L]
-  total = (length + q + specials)[:, None]                               # [W, 1] real tokens
+  length_, q_ = length[:, None], q[:, None]                              # [W, 1]
+  total = length_ + q_ + specials                                        # [W, 1] real tokens
   tokens, pad, cls_index, doc_offset, seg, answerable = WINDOW_ROWS[model_type](
-      doc, query, rows, pos, length, q, total, bos_id, eos_id, pad_id)
+      doc, query, rows, pos, length, length_, q, q_, total, bos_id, eos_id, pad_id)
   return {
       "input_ids": tokens.to_tensor(default_value=pad, shape=[None, max_seq_length]),
       "seg_ids": seg,
