@@ -82,12 +82,9 @@ def _strings(name, shape=(None,)):
 
 
 def check_padding(padding, xla):
-  """The padding a module is exported with: `padding` (packing.PADDINGS) or, None, "buckets"
-  under XLA (a few shapes to compile) and "longest" without."""
-  padding = padding or ("buckets" if xla else "longest")
-  if padding not in packing.PADDINGS:
-    raise ValueError(f"padding={padding!r}: want one of {', '.join(packing.PADDINGS)}")
-  return padding
+  """The padding a module is exported with: `padding` (packing.PADDINGS; trim_padding refuses
+  any other) or, None, "buckets" under XLA (a few shapes to compile) and "longest" without."""
+  return padding or ("buckets" if xla else "longest")
 
 
 def model_call(model, xla):
