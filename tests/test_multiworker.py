@@ -21,6 +21,8 @@ import pytest
 
 from tests import pretrain_helpers as ph
 
+pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 REFERENCE = r"""
@@ -33,8 +35,6 @@ import run_pretrain   # python -c from the root: the root is on sys.path
 from absl import app
 from training import distribution
 from training.pretrain_task import PretrainTask
-
-pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 
 host_dataset = PretrainTask.dataset
 
