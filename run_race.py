@@ -2,7 +2,9 @@
 
 Reads the official layout (RACE/{train,dev,test}/{middle,high}/*.txt, one JSON
 article with its questions, options and answers per file) and reports accuracy
-per level with the shared training loop.
+per level with the shared training loop. --do_predict writes the answers of a split
+(its files may have no "answers") to MODEL_DIR/race_SPLIT_predictions.json, one list of
+letters per file as in the files' own "answers"; --do_eval on such a split says it is skipped.
 
   python run_race.py --data_dir=RACE --sp_model=spiece.model \\
       --model_config_path=xlnet_config.json --init_checkpoint=xlnet_model.ckpt \\
@@ -37,6 +39,10 @@ flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
 flags.DEFINE_bool("do_train", False, "Fine-tune on train.")
 flags.DEFINE_bool("do_eval", False, "Accuracy on --eval_split (the best checkpoint if trained).")
 flags.DEFINE_string("eval_split", "dev", "dev or test.")
+flags.DEFINE_bool("do_predict", False, "Write the answers for --predict_split to "
+                  "MODEL_DIR/race_SPLIT_predictions.json ({\"high/1.txt\": [\"A\", ...]}; the "
+                  "split's files may have no answers).")
+flags.DEFINE_string("predict_split", "test", "The split --do_predict answers.")
 flags.DEFINE_integer("max_seq_length", 512, "Tokens per (context, question+option) row.")
 flags.DEFINE_integer("max_qa_length", 128, "Question+option keeps its last N tokens.")
 flags.DEFINE_integer("train_batch_size", 32, "Questions per step (x4 rows).")
@@ -47,14 +53,15 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  reads_data = FLAGS.do_train or FLAGS.do_eval                 # an export alone reads no data
+  reads_data = FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict   # an export alone reads none
   model_dir, strategy = entry.prologue(
-      "run_race.py", FLAGS, actions=["do_train", "do_eval", "export_dir", "export_hf_dir"],
+      "run_race.py", FLAGS,
+      actions=["do_train", "do_eval", "do_predict", "export_dir", "export_hf_dir"],
       required=[*(["data_dir"] if reads_data else []), "model_dir", "model_config_path"])
   try:
     config = ClassifierConfig(
-        task_name="race", data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model, vocab_file=FLAGS.vocab_file,
-        model_type=FLAGS.model_type,
+        task_name="race", data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
+        vocab_file=FLAGS.vocab_file, model_type=FLAGS.model_type,
         cache_dir=fileio.join(model_dir, "features"), uncased=FLAGS.uncased,
         max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
         eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
@@ -63,8 +70,13 @@ def main(argv):
                     model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
                     max_qa_length=FLAGS.max_qa_length)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
-    if FLAGS.do_eval:
+    unlabelled = FLAGS.do_eval and task.eval_without_labels(FLAGS.eval_split)
+    if unlabelled:     # --do_predict writes its answers
+      print(f"--do_eval skipped: {unlabelled}")
+    elif FLAGS.do_eval:
       print(json.dumps({"split": FLAGS.eval_split, **task.evaluate(model, FLAGS.eval_split)}))
+    if FLAGS.do_predict:
+      print(f"wrote {task.write_predictions(model, FLAGS.predict_split, model_dir)}")
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"run_race.py: {e}")
 

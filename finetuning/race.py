@@ -24,6 +24,7 @@ from training import task as task_lib
 
 LEVELS = ("middle", "high")
 N_CHOICE = 4
+UNLABELLED = -1       # the label of a question whose file has no answers (read_files)
 
 
 def _json_type(value):
@@ -39,8 +40,10 @@ def _short(value, limit=40):
   return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _read_file(path, level):
-  """The questions of one RACE file; ValueError (one line, naming the file) if it is not one."""
+def _read_file(path, level, require_answers=True):
+  """The questions of one RACE file; ValueError (one line, naming the file) if it is not one.
+
+  Without `require_answers`, a file with no "answers" key is read unlabelled (label -1)."""
   def bad(why):
     return ValueError(f"{path}: not a RACE file ({why})")
   try:
@@ -60,15 +63,18 @@ def _read_file(path, level):
     raise bad(f"not JSON: {_short(str(e), 80)}") from None
   if not isinstance(doc, dict):
     raise bad(f"the top level is {_json_type(doc)}, not an object")
-  missing = [k for k in ("article", "questions", "options", "answers") if k not in doc]
+  labelled = require_answers or "answers" in doc
+  keys = ("article", "questions", "options") + (("answers",) if labelled else ())
+  missing = [k for k in keys if k not in doc]
   if missing:
     raise bad(f"no {', '.join(map(repr, missing))}")
   if not isinstance(doc["article"], str):
     raise bad(f"'article' is {_json_type(doc['article'])}, not a string")
-  for key in ("questions", "options", "answers"):
+  for key in keys[1:]:
     if not isinstance(doc[key], list):
       raise bad(f"{key!r} is {_json_type(doc[key])}, not a list")
-  questions, options, answers = doc["questions"], doc["options"], doc["answers"]
+  questions, options = doc["questions"], doc["options"]
+  answers = doc["answers"] if labelled else [None] * len(questions)
   if not len(questions) == len(options) == len(answers):
     raise bad(f"{len(questions)} questions, {len(options)} option lists and {len(answers)} "
               "answers")
@@ -80,38 +86,56 @@ def _read_file(path, level):
             and all(isinstance(o, str) for o in opts)):
       raise bad(f"question {k}: options must be a list of {N_CHOICE} strings, not "
                 f"{_short(opts)}")
-    if not (isinstance(answer, str) and len(answer) == 1 and answer in "ABCD"):
+    if labelled and not (isinstance(answer, str) and len(answer) == 1 and answer in "ABCD"):
       raise bad(f"question {k}: answer {_short(answer)} is not one of A, B, C, D")
-    out.append((level, doc["article"], question, list(opts), "ABCD".index(answer)))
+    label = "ABCD".index(answer) if labelled else UNLABELLED
+    out.append((level, doc["article"], question, list(opts), label))
   return out
 
 
-def read_split(data_dir, split, levels=LEVELS, report=print):
-  """[(level, article, question, [4 options], label index)] from RACE/{split}/{level}/*.txt.
+def read_files(data_dir, split, levels=LEVELS, report=print, require_answers=True):
+  """[(file name under the split, e.g. "high/1.txt", [items])] from RACE/{split}/{level}/*.txt:
+  levels in order, files by name. An item: (level, article, question, [4 options], label
+  index; UNLABELLED when the file has no answers).
 
   A file that is not a RACE document (not UTF-8 JSON, keys missing or of the wrong type,
   not 4 options, an answer outside A-D) is an error naming it: official files are regular.
-  Nothing is skipped (long items are cut by `encode`, as the release); `report` gets one
-  summary line (questions per level, files without questions).
+  Without `require_answers` (evaluation and prediction), files may have no "answers" key: the
+  split is then unlabelled, but only as a whole (some files with answers and some without is an
+  error naming the first without). Nothing is skipped (long items are cut by `encode`, as the
+  release); `report` gets one summary line (questions per level, files without questions).
   """
-  out, counts, n_files, empty = [], [], 0, 0
+  out, counts, n_files, empty, n_items = [], [], 0, 0, 0
   root = fileio.join(data_dir, split)
   for level in levels:
     files = fileio.glob(fileio.join(root, level, "*.txt"))
-    before = len(out)
+    before = n_items
     for path in files:
-      items = _read_file(path, level)
+      items = _read_file(path, level, require_answers)
       empty += not items
-      out.extend(items)
+      n_items += len(items)
+      out.append((f"{level}/{fileio.basename(path)}", path, items))
     n_files += len(files)
-    counts.append(f"{level} {len(out) - before:,}")
+    counts.append(f"{level} {n_items - before:,}")
   if not n_files:
     raise FileNotFoundError(f"{root}: no {'/'.join(levels)}/*.txt files")
-  if not out:
+  if not n_items:
     raise ValueError(f"{root}: no questions in {n_files:,} file{'s' * (n_files > 1)}")
-  report(f"{root}: used {len(out):,} questions from {n_files:,} file{'s' * (n_files > 1)} "
-         f"({', '.join(counts)})" + (f"; {empty:,} without questions" if empty else ""))
-  return out
+  kinds = {items[0][4] == UNLABELLED for _, _, items in out if items}
+  if kinds == {True, False}:
+    first = next(path for _, path, items in out if items and items[0][4] == UNLABELLED)
+    raise ValueError(f"{first}: no 'answers', while other files of {root} have them: a split "
+                     "is scored whole (answers in every file or in none)")
+  report(f"{root}: used {n_items:,} questions from {n_files:,} file{'s' * (n_files > 1)} "
+         f"({', '.join(counts)})" + (f"; {empty:,} without questions" if empty else "")
+         + ("; no answers (unlabelled)" if kinds == {True} else ""))
+  return [(name, items) for name, _, items in out]
+
+
+def read_split(data_dir, split, levels=LEVELS, report=print, require_answers=True):
+  """read_files' items, all files in order: [(level, article, question, [4 options], label)]."""
+  return [it for _, items in read_files(data_dir, split, levels, report, require_answers)
+          for it in items]
 
 
 def encode(tokenizer, items, max_seq_length, max_qa_length=128, model_type="xlnet"):
@@ -157,9 +181,17 @@ class RaceTask(classifier_task.ClassifierTask):
     self.main_metric = "accuracy"
     self.tokens_per_step = config.train_batch_size * N_CHOICE * config.max_seq_length
 
+  def _files(self, split):
+    """read_files of a split, once; answers are required for training only."""
+    key = ("files", split)
+    if key not in self._cache:
+      self._cache[key] = read_files(self.config.data_dir, split,
+                                    require_answers=split == "train")
+    return self._cache[key]
+
   def _features(self, split):
     if split not in self._cache:
-      items = read_split(self.config.data_dir, split)
+      items = [it for _, file_items in self._files(split) for it in file_items]
       self._cache[split] = encode(self.tokenizer, items, self.config.max_seq_length,
                                   self.max_qa_length, self.config.model_type)
     return self._cache[split]
@@ -182,11 +214,21 @@ class RaceTask(classifier_task.ClassifierTask):
     return export_race(self, model, export_dir, log, padding=padding, xla=xla)
 
   def eval_without_labels(self, split=None):
-    """Always None: read_split refuses a file without answers (RACE's test files have them)."""
-    return None
+    """Why `split` (default --eval_split) cannot be scored (its files have no "answers"), or
+    None."""
+    split = split or self.config.eval_split
+    files = self._files(split)
+    if any(items[0][4] != UNLABELLED for _, items in files if items):
+      return None
+    n = sum(len(items) for _, items in files)
+    return (f"{fileio.join(self.config.data_dir, split)} has no answers ({n:,} questions in "
+            f"{len(files):,} file{'s' * (len(files) > 1)} without 'answers'): nothing to score")
 
   def evaluate(self, model, split=None):
+    """Accuracy on middle, high and all; {} for a split without answers."""
     split = split or self.config.eval_split
+    if self.eval_without_labels(split):
+      return {}
     preds, labels = self.predict(model, split)
     level = self._features(split)["level"]
     out = {"accuracy": metrics.accuracy(labels, preds)}
@@ -194,6 +236,18 @@ class RaceTask(classifier_task.ClassifierTask):
       if (level == k).any():
         out[f"accuracy_{name}"] = metrics.accuracy(labels[level == k], preds[level == k])
     return out
+
+  def write_predictions(self, model, split, output_dir):
+    """{file under the split ("high/1.txt"): its answers, "A".."D" in question order} as JSON
+    (the layout of the RACE files' own "answers"), written atomically; returns the path."""
+    preds, _ = self.predict(model, split)
+    out, k = {}, 0
+    for name, items in self._files(split):
+      out[name] = ["ABCD"[int(p)] for p in preds[k:k + len(items)]]
+      k += len(items)
+    path = fileio.join(output_dir, f"race_{split}_predictions.json")
+    fileio.write_atomic(path, json.dumps(out, indent=1, sort_keys=True) + "\n")
+    return path
 
 
 # ---- --export_dir: the serving module and the Python path it is checked against ----------

@@ -3,7 +3,8 @@
 
 Every input is first judged by this file's own model of read_split's documented rules (from
 the bytes: UTF-8 JSON, an object with a string article and equal-length lists of string
-questions, lists of 4 string options, answers A-D; nothing skipped): the reader must refuse
+questions, lists of 4 string options, answers A-D, or, when answers are not required, no
+"answers" key at all in every file that has questions; nothing skipped): the reader must refuse
 exactly where the model refuses (naming the first bad file, in level then name order), else
 return exactly the model's items in order, with the counts in its summary. Unedited documents
 (a separate test, and edits drawn to zero in the fuzz test) are also checked against the
@@ -97,26 +98,37 @@ def race_case(draw):
 
 
 def _race_json(article="a", questions=("q",), options=(("a", "b", "c", "d"),), answers=("B",)):
-  return json.dumps({"article": article, "questions": list(questions),
-                     "options": [list(o) for o in options], "answers": list(answers)}).encode()
+  """A RACE file's bytes (answers None: no "answers" key)."""
+  doc = {"article": article, "questions": list(questions), "options": [list(o) for o in options]}
+  if answers is not None:
+    doc["answers"] = list(answers)
+  return json.dumps(doc).encode()
 
 
 def doc_items(level, doc):
-  """The items of one valid document (dict): one per question, in order."""
-  return [(level, doc["article"], q, list(o), "ABCD".index(a))
-          for q, o, a in zip(doc["questions"], doc["options"], doc["answers"])]
+  """The items of one valid document (dict): one per question, in order (label -1 for every
+  question of a document without "answers")."""
+  answers = doc.get("answers", [None] * len(doc["questions"]))
+  return [(level, doc["article"], q, list(o), -1 if a is None else "ABCD".index(a))
+          for q, o, a in zip(doc["questions"], doc["options"], answers)]
 
 
-def file_model(level, data):
+def file_model(level, data, require_answers=True):
   """The items of one file by read_split's rules, or None where it must be refused."""
   try:
     doc = json.loads(strip_bom(data).decode("utf-8"))
   except (ValueError, RecursionError):        # not UTF-8, not JSON, nested too deep
     return None
-  if not (isinstance(doc, dict) and all(k in doc for k in ("article", "questions", "options",
-                                                           "answers"))):
+  if not isinstance(doc, dict):
     return None
-  questions, options, answers = doc["questions"], doc["options"], doc["answers"]
+  keys = ["article", "questions", "options"]
+  if require_answers or "answers" in doc:
+    keys.append("answers")
+  if not all(k in doc for k in keys):
+    return None
+  questions, options = doc["questions"], doc["options"]
+  answers = doc["answers"] if "answers" in keys else ["A"] * len(questions) \
+      if isinstance(questions, list) else None
   if not (isinstance(doc["article"], str) and isinstance(questions, list)
           and isinstance(options, list) and isinstance(answers, list)
           and len(questions) == len(options) == len(answers)):
@@ -128,27 +140,32 @@ def file_model(level, data):
   return doc_items(level, doc)
 
 
-def split_model(root, files):
+def split_model(root, files, require_answers=True):
   """("refuse", path) or ("read", items, files, files without questions): levels in order,
-  files by name, the first file that is not a RACE document refused."""
-  items, empty = [], 0
+  files by name, the first file that is not a RACE document refused; then, of a split where
+  some files with questions have answers and some not, the first without."""
+  items, empty, unlabelled = [], 0, []
   if not files:
     return "refuse", root
   for level in race.LEVELS:
     for lev, name, data in sorted(files, key=lambda f: f[1]):
       if lev != level:
         continue
-      got = file_model(level, data)
+      got = file_model(level, data, require_answers)
       if got is None:
         return "refuse", os.path.join(root, level, name)
       items += got
       empty += not got
+      if got and got[0][4] == -1:
+        unlabelled.append(os.path.join(root, level, name))
   if not items:
     return "refuse", root
+  if unlabelled and any(it[4] != -1 for it in items):
+    return "refuse", unlabelled[0]
   return "read", items, len(files), empty
 
 
-def _read_race(files):
+def _read_race(files, require_answers=True):
   """files [(level, name, bytes)] written as {d}/dev/{level}/{name}, read: (root, items or None,
   error or None, stdout)."""
   with tempfile.TemporaryDirectory() as d:
@@ -158,7 +175,8 @@ def _read_race(files):
         f.write(data)
     with captured() as out:
       try:
-        return os.path.join(d, "dev"), race.read_split(d, "dev"), None, out
+        return (os.path.join(d, "dev"),
+                race.read_split(d, "dev", require_answers=require_answers), None, out)
       except ERRORS as e:
         return os.path.join(d, "dev"), None, e, out
 
@@ -167,10 +185,10 @@ def _plural(n, unit):
   return f"{n:,} {unit}{'s' * (n != 1)}"
 
 
-def check_race(files):
+def check_race(files, require_answers=True):
   """read_split on `files` does exactly what split_model says; returns the items (or None)."""
-  root, items, err, out = _read_race(files)
-  model = split_model(root, files)
+  root, items, err, out = _read_race(files, require_answers)
+  model = split_model(root, files, require_answers)
   if model[0] == "refuse":
     assert err is not None, ("the model refuses", model[1], items)
     check_refusal(err, model[1])
@@ -183,48 +201,65 @@ def check_race(files):
                 f"({', '.join(counts)})", *([f"; {empty:,} without questions"] if empty else []))
   if not empty:
     assert "without questions" not in out.getvalue()
+  assert ("no answers (unlabelled)" in out.getvalue()) == (expected[0][4] == -1)
   event("RACE: files without questions" if empty else "RACE: every file has questions")
+  event("RACE: unlabelled split" if expected[0][4] == -1 else "RACE: labelled split")
   return items
 
 
 @given(files=race_case(), max_len=st.integers(6, 48), max_qa=st.integers(1, 64),
-       model_type=st.sampled_from(["xlnet", "mpnet"]))
-@example(files=[], max_len=8, max_qa=4, model_type="xlnet")      # no files at all
+       model_type=st.sampled_from(["xlnet", "mpnet"]), require_answers=st.booleans())
+@example(files=[], max_len=8, max_qa=4, model_type="xlnet",
+         require_answers=True)  # no files at all
 # Regressions. JSON of the wrong shape: TypeError / RecursionError instead of a one-line error.
 @example(files=[("high", "0.txt", b'{"article": "a", "questions": null, "options": [], '
-                                  b'"answers": []}')], max_len=8, max_qa=4, model_type="xlnet")
+                                  b'"answers": []}')], max_len=8, max_qa=4, model_type="xlnet",
+         require_answers=True)
 @example(files=[("high", "0.txt", b'[{"article": "a"}]')], max_len=8, max_qa=4,
-         model_type="xlnet")
+         model_type="xlnet", require_answers=True)
 @example(files=[("high", "0.txt", _race_json(answers=[0]))], max_len=8, max_qa=4,
-         model_type="xlnet")
-@example(files=[("high", "0.txt", b"[" * 5000)], max_len=8, max_qa=4, model_type="xlnet")
+         model_type="xlnet", require_answers=True)
+@example(files=[("high", "0.txt", b"[" * 5000)], max_len=8, max_qa=4, model_type="xlnet",
+         require_answers=True)
 # Question+option longer than the row's room: numpy broadcast error in layouts.pack.
 @example(files=[("high", "0.txt", _race_json(options=[["a", "a", "a", "aaa"]]))], max_len=6,
-         max_qa=4, model_type="xlnet")
+         max_qa=4, model_type="xlnet", require_answers=True)
 @example(files=[("high", "0.txt", _race_json(options=[["a", "a", "a", "aa"]]))], max_len=6,
-         max_qa=3, model_type="mpnet")
+         max_qa=3, model_type="mpnet", require_answers=True)
 # A lone surrogate (JSON escape): TypeError inside SentencePiece.
 @example(files=[("middle", "0.txt", b'{"article": "a\\ud800b", "questions": ["q"], '
                                     b'"options": [["a", "b", "c", "d"]], "answers": ["B"]}')],
-         max_len=16, max_qa=8, model_type="xlnet")
+         max_len=16, max_qa=8, model_type="xlnet", require_answers=True)
 # An article with a line break: the next item's rows got the wrong context.
 @example(files=[("middle", "0.txt", _race_json(article="one\ntwo")),
                 ("middle", "1.txt", _race_json(article="three four five"))],
-         max_len=24, max_qa=8, model_type="xlnet")
+         max_len=24, max_qa=8, model_type="xlnet", require_answers=True)
 # Both levels, a file without questions (counted), a second file after a valid one refused.
 @example(files=[("high", "0.txt", _race_json()), ("middle", "1.txt", _race_json(
     questions=[], options=[], answers=[])), ("middle", "2.txt", _race_json(answers=["C"]))],
-         max_len=16, max_qa=8, model_type="xlnet")
+         max_len=16, max_qa=8, model_type="xlnet", require_answers=True)
 @example(files=[("high", "0.txt", _race_json()), ("high", "1.txt", _race_json(answers=["E"]))],
-         max_len=16, max_qa=8, model_type="xlnet")
+         max_len=16, max_qa=8, model_type="xlnet", require_answers=True)
+# Without answers (evaluation, prediction): a whole split read with label -1, a mixed one
+# refused naming its first file without; a file without questions does not make it mixed.
+@example(files=[("high", "0.txt", _race_json(answers=None)), ("middle", "1.txt",
+                                                                _race_json(answers=None))],
+         max_len=16, max_qa=8, model_type="xlnet", require_answers=False)
+@example(files=[("high", "0.txt", _race_json()), ("high", "1.txt", _race_json(answers=None))],
+         max_len=16, max_qa=8, model_type="xlnet", require_answers=False)
+@example(files=[("high", "0.txt", _race_json(questions=[], options=[], answers=[])),
+                ("high", "1.txt", _race_json(answers=None))],
+         max_len=16, max_qa=8, model_type="mpnet", require_answers=False)
+@example(files=[("high", "0.txt", _race_json(answers=None))], max_len=16, max_qa=8,
+         model_type="xlnet", require_answers=True)
 @fuzz_settings(600)
 @each_input_bounded
-def test_fuzz_race_json(tok, files, max_len, max_qa, model_type):
-  items = check_race(files)
+def test_fuzz_race_json(tok, files, max_len, max_qa, model_type, require_answers):
+  items = check_race(files, require_answers)
   if items is None:
     return
   for level, article, question, options, label in items:
-    assert level in race.LEVELS and 0 <= label < 4 and len(options) == 4
+    assert level in race.LEVELS and -1 <= label < 4 and len(options) == 4
   feats = race.encode(tok, items, max_len, max_qa_length=max_qa, model_type=model_type)
   n = len(items)
   assert feats["input_ids"].shape == (n, 4, max_len) == feats["input_mask"].shape

@@ -4,8 +4,8 @@ writes its predictions and its export.
 
 Before #31, `run_squad.py --do_train --do_predict` on a predict file without answers (SQuAD's
 test layout) ended with `KeyError: 'f1'` in the periodic evaluation, right after its first
-checkpoint, and wrote neither predictions nor the export. RACE has no such case: its reader
-refuses a file without answers with a one-line error (RACE's test files have answers)."""
+checkpoint, and wrote neither predictions nor the export. run_race.py refused a split without
+answers with a one-line error and had no prediction output at all."""
 
 import json
 import random
@@ -13,8 +13,10 @@ import random
 import pytest
 
 from data_utils import fileio, tokenization
+from finetuning import race
 from tests.script_helpers import run_main
 from tests.test_classifier import _sentence
+from tests.test_race import _write_split
 from tests.test_squad import _squad
 
 TINY = {"n_layer": 2, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32}
@@ -88,3 +90,73 @@ def test_classifier_evaluating_a_split_without_labels(glue_test_split, tmp_path,
   assert lines[0] == "index\tprediction" and len(lines) == 8
   assert (tmp_path / "serving" / "saved_model.pb").exists()
   assert not (tmp_path / "best").exists()
+
+
+def _race_answers_removed(directory, split):
+  """Delete "answers" from every file of a split (a RACE layout without answers)."""
+  for path in sorted((directory / split).glob("*/*.txt")):
+    doc = json.loads(path.read_text())
+    del doc["answers"]
+    path.write_text(json.dumps(doc))
+
+
+def test_race_trains_and_predicts_a_split_without_answers(tmp_path, capsys, monkeypatch):
+  d = tmp_path / "RACE"
+  rng = random.Random(2)
+  for split, n in (("train", 8), ("test", 3), ("dev", 3)):
+    _write_split(d, split, n, rng)
+  _race_answers_removed(d, "test")
+  for path in d.glob("dev/*/*.txt"):           # 1-3 questions per dev file, answers at random
+    doc = json.loads(path.read_text())
+    n = rng.randint(1, 3)
+    doc.update(questions=doc["questions"] * n, options=doc["options"] * n,
+               answers=[rng.choice("ABCD") for _ in range(n)])
+    path.write_text(json.dumps(doc))
+  text = "\n".join(json.loads(p.read_text())["article"] for p in d.glob("train/*/*.txt"))
+  (tmp_path / "text.txt").write_text(text * 4)
+  sp = tokenization.train_sentencepiece([str(tmp_path / "text.txt")], str(tmp_path / "sp"), 60,
+                                        lower=True)
+  cfg = tmp_path / "config.json"
+  cfg.write_text(json.dumps(dict(TINY, n_token=60)))
+  common = dict(data_dir=str(d), sp_model=sp, uncased=True, model_config_path=str(cfg),
+                model_dir=str(tmp_path / "m"), max_seq_length=40, max_qa_length=8,
+                train_batch_size=2, eval_batch_size=4)
+  run_main("run_race.py", do_train=True, do_eval=True, do_predict=True, eval_split="test",
+           predict_split="test", export_dir=str(tmp_path / "serving"), **common, **SHORT)
+  out = capsys.readouterr().out
+  reason = (f"{d}/test has no answers (6 questions in 6 files without 'answers'): nothing to "
+            "score")
+  assert _skipped_lines(out) == [
+      f"evaluation skipped: {reason}; training goes on without a best/ checkpoint (the last "
+      "weights are used)", f"--do_eval skipped: {reason}"], out[-3000:]
+  assert "eval at step" not in out and "new best" not in out
+  assert "saved " + str(tmp_path / "m" / "ckpt" / "ckpt-4") in out       # ran to the end
+  predictions = json.loads((tmp_path / "m" / "race_test_predictions.json").read_text())
+  assert sorted(predictions) == sorted(f"{level}/{k}.txt" for level in ("middle", "high")
+                                       for k in range(3))
+  assert all(len(v) == 1 and v[0] in "ABCD" for v in predictions.values())
+  assert (tmp_path / "serving" / "saved_model.pb").exists()
+  assert not (tmp_path / "m" / "best").exists()
+
+  # The same model on a labelled split: the file's answers, read against the files' own
+  # "answers", give the accuracy --do_eval reports (predictions line up with their questions).
+  run_main("run_race.py", do_eval=True, do_predict=True, eval_split="dev", predict_split="dev",
+           **common, **SHORT)
+  out = capsys.readouterr().out
+  reported = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])["accuracy"]
+  predictions = json.loads((tmp_path / "m" / "race_dev_predictions.json").read_text())
+  truth = {f"{p.parent.name}/{p.name}": json.loads(p.read_text())["answers"]
+           for p in d.glob("dev/*/*.txt")}
+  assert sorted(predictions) == sorted(truth)
+  assert [len(predictions[k]) for k in truth] == [len(v) for v in truth.values()]
+  hits = [a == b for name in truth for a, b in zip(predictions[name], truth[name])]
+  assert reported == pytest.approx(sum(hits) / len(hits))
+
+  # A model that always answers right: the file must be the files' own answers, in order.
+  def oracle(self, model, split):
+    labels = self._features(split)["label"]
+    return labels, labels
+  monkeypatch.setattr(race.RaceTask, "predict", oracle)
+  run_main("run_race.py", do_predict=True, predict_split="dev", **common, **SHORT)
+  capsys.readouterr()
+  assert json.loads((tmp_path / "m" / "race_dev_predictions.json").read_text()) == truth
