@@ -19,11 +19,10 @@ import sys
 
 from absl import flags
 
-from data_utils import cli_app, layouts
+from data_utils import cli_app
 from finetuning import runner
-from finetuning import squad_features
+from finetuning import squad
 from finetuning import squad_metrics
-from finetuning.squad import SquadConfig, SquadTask
 from modeling import flags as model_flags
 from training import entry
 from training import flags as training_flags
@@ -57,52 +56,21 @@ flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch.")
 FLAGS = flags.FLAGS
 
 
-def _eval_only():
-  if not FLAGS.predict_file or not FLAGS.predictions:
-    sys.exit("run_squad.py: --do_eval_only needs --predict_file and --predictions")
-  result = squad_metrics.evaluate_files(FLAGS.predict_file, FLAGS.predictions, FLAGS.null_odds,
-                                        FLAGS.version)
-  print(json.dumps(result, indent=2))
-
-
-def _check_flags():
-  """Flag combinations that cannot work: one line naming the flags, before any work."""
-  squad_features.check_window_flags(FLAGS.max_seq_length, FLAGS.doc_stride,
-                                    FLAGS.max_query_length, FLAGS.model_type)
-  for name in ("max_answer_length", "start_n_top", "end_n_top", "n_best_size",
-               "train_batch_size", "predict_batch_size"):
-    if getattr(FLAGS, name) < 1:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)}: must be at least 1")
-  for name in ("start_n_top", "end_n_top"):
-    if getattr(FLAGS, name) > FLAGS.max_seq_length:
-      raise ValueError(f"--{name}={getattr(FLAGS, name)}: the beam cannot be wider than "
-                       f"--max_seq_length={FLAGS.max_seq_length}")
-
-
 def main(argv):
   del argv
   try:
     if FLAGS.do_eval_only:
       entry.configure(FLAGS)
-      return _eval_only()
+      if not FLAGS.predict_file or not FLAGS.predictions:
+        sys.exit("run_squad.py: --do_eval_only needs --predict_file and --predictions")
+      return print(json.dumps(squad_metrics.evaluate_files(
+          FLAGS.predict_file, FLAGS.predictions, FLAGS.null_odds, FLAGS.version), indent=2))
     data = (["train_file"] if FLAGS.do_train else ["predict_file"] if FLAGS.do_predict else [])
     model_dir, strategy = entry.prologue(
-        "run_squad.py", FLAGS, check=_check_flags,
+        "run_squad.py", FLAGS, check=lambda: squad.check_flags(FLAGS),
         actions=["do_train", "do_predict", "do_eval_only", "export_dir", "export_hf_dir"],
         required=["model_dir", "model_config_path", *data])
-    config = SquadConfig(
-        model_dir=model_dir, train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
-        max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
-        max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
-        start_n_top=FLAGS.start_n_top, end_n_top=FLAGS.end_n_top, n_best_size=FLAGS.n_best_size,
-        train_batch_size=FLAGS.train_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-        model_type=FLAGS.model_type, seed=FLAGS.seed, **training_flags.optimizer_kwargs())
-    model_config = model_flags.model_config_from_flags()
-    tokenizer = layouts.make_tokenizer(FLAGS.model_type, FLAGS.sp_model, FLAGS.vocab_file,
-                                       FLAGS.uncased)
-    layouts.check_vocab(model_config, tokenizer, FLAGS.max_seq_length)
-    task = SquadTask(config, model_config, model_flags.run_config_from_flags(), tokenizer,
-                     FLAGS.init_checkpoint)
+    task = squad.task_from_flags(FLAGS, model_dir)
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)

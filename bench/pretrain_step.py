@@ -86,11 +86,12 @@ def ours(policy, n_steps, xla="full", bound=False):
   import numpy as np
   import tensorflow as tf
   if bound:
-    from modeling.layers import relative_attention
+    from modeling.xlnet import attention as relative_attention
     relative_attention.TwoStreamRelativeAttention._attend = _attend_matmuls_only
   from modeling import losses
-  from modeling.config import RunConfig, XLNetConfig
-  from modeling.models import XLNetPretrainModel
+  from modeling.run_config import RunConfig
+  from modeling.xlnet.config import XLNetConfig
+  from modeling.xlnet.models import XLNetPretrainModel
   from training import optimization
   keras.config.set_dtype_policy(policy)
   config = XLNetConfig(n_layer=LAYERS, d_model=D, n_head=H, d_head=DH, d_inner=INNER, n_token=V)
@@ -123,12 +124,14 @@ def ours(policy, n_steps, xla="full", bound=False):
 
 
 def mpnet_step(policy, n_steps, xla="full"):
-  """MPNet (modeling/mpnet_pretrain.py) at the same sizes: 6 x 512, vocab 32000, seq 256,
+  """MPNet (modeling/mpnet/pretrain.py) at the same sizes: 6 x 512, vocab 32000, seq 256,
   c = 43 predicted (content stream n + c = 299, query stream c), batch 8, no memory."""
   import keras
   import numpy as np
   import tensorflow as tf
-  from modeling import losses, mpnet, mpnet_pretrain
+  from modeling import losses
+  from modeling.mpnet import encoder as mpnet
+  from modeling.mpnet import pretrain as mpnet_pretrain
   from training import optimization
   from training import trainer as trainer_lib
   keras.config.set_dtype_policy(policy)

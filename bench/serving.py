@@ -4,7 +4,7 @@ Face, each with rows padded to --max_seq_length and to the batch's longest row.
 Model: XLNet-Base sizes (12 layers, d_model 768, 12 heads of 64, d_inner 3072, GELU), float32,
 a sentence-pair-free binary classifier head, random weights; ours exported as a SavedModel
 (serving/export.py: SentencePiece in the graph) and the same weights written in the Hugging
-Face layout (modeling/hf_xlnet.export_hf) and loaded by transformers' PyTorch
+Face layout (modeling/families.export_hf) and loaded by transformers' PyTorch
 XLNetForSequenceClassification with its XLNetTokenizer on the same SentencePiece model.
 Tokenization is included in every arm: raw strings in, logits out.
 
@@ -67,9 +67,10 @@ def build(work_dir, tok, vocab):
   import types
 
   from finetuning import classifier_data, classifier_task
-  from modeling import hf_xlnet
-  from modeling.config import RunConfig, XLNetConfig
-  from modeling.models import XLNetClassifier
+  from modeling import families
+  from modeling.run_config import RunConfig
+  from modeling.xlnet.config import XLNetConfig
+  from modeling.xlnet.models import XLNetClassifier
 
   tf.keras.utils.set_random_seed(0)
   config = XLNetConfig(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072,
@@ -86,7 +87,7 @@ def build(work_dir, tok, vocab):
     path = classifier_task.export_classifier(task, model, os.path.join(work_dir, arm), log=quiet,
                                    padding=padding, xla=xla)
     ours[arm] = tf.saved_model.load(path).signatures["serving_default"]
-  hf_dir = hf_xlnet.export_hf(model, os.path.join(work_dir, "hf"), quiet, labels=LABELS)
+  hf_dir = families.export_hf(model, os.path.join(work_dir, "hf"), quiet, labels=LABELS)
   shutil.copyfile(tok.model_path, os.path.join(hf_dir, "spiece.model"))   # its tokenizer's file
   return ours, HFWorker(hf_dir)
 

@@ -1,7 +1,8 @@
 """The train-or-load step the fine-tuning scripts share."""
 
 from data_utils import fileio
-from modeling import checkpoint, hf_xlnet
+from modeling import checkpoint
+from modeling import families
 from training import best as best_lib
 from training import distribution
 from training.task import Task
@@ -14,7 +15,7 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
   returns the model to evaluate / predict with."""
   export_dir = getattr(flag_values, "export_hf_dir", None)
   if export_dir:   # a layout with no Hugging Face class fails here, before any training
-    hf_xlnet.architecture(task.build_model())
+    families.hf_architecture(task.build_model())
   if getattr(flag_values, "export_dir", None):
     check_export(task)
   if do_train:
@@ -55,8 +56,8 @@ def check_export(task):
 
 def export_hf_if_asked(model, flag_values, log=print, labels=None, chief=True):
   """With --export_hf_dir, writes `model` there in the Hugging Face layout
-  (modeling/hf_xlnet.export_hf; only the chief host writes). Returns the directory or None."""
+  (modeling/families.export_hf; only the chief host writes). Returns the directory or None."""
   export_dir = getattr(flag_values, "export_hf_dir", None)
   if not export_dir or not chief:
     return None
-  return hf_xlnet.export_hf(model, export_dir, log, labels=labels)
+  return families.export_hf(model, export_dir, log, labels=labels)

@@ -16,12 +16,14 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from data_utils import fileio
+from data_utils import fileio, layouts
 from finetuning import squad_features, squad_metrics
 from modeling import families
+from modeling import flags as model_flags
 from serving import export
 from serving import tasks as serving_tasks
 from serving import utf8
+from training import flags as training_flags
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
 
@@ -157,6 +159,39 @@ class SquadTask(Task):
       return None
     return (f"{self.c.predict_file} has no answers ({len(examples):,} questions without "
             "'answers' or 'is_impossible', as in SQuAD's test layout): nothing to score")
+
+
+# ---- run_squad.py's flags -> the task ----------------------------------------------------
+def check_flags(f):
+  """run_squad.py's flag combinations that cannot work: ValueError, one line naming the
+  flags, before any work."""
+  squad_features.check_window_flags(f.max_seq_length, f.doc_stride, f.max_query_length,
+                                    f.model_type)
+  for name in ("max_answer_length", "start_n_top", "end_n_top", "n_best_size",
+               "train_batch_size", "predict_batch_size"):
+    if getattr(f, name) < 1:
+      raise ValueError(f"--{name}={getattr(f, name)}: must be at least 1")
+  for name in ("start_n_top", "end_n_top"):
+    if getattr(f, name) > f.max_seq_length:
+      raise ValueError(f"--{name}={getattr(f, name)}: the beam cannot be wider than "
+                       f"--max_seq_length={f.max_seq_length}")
+
+
+def task_from_flags(f, model_dir):
+  """run_squad.py's SquadTask: its config, the model's configs and the tokenizer (checked
+  against the model's vocabulary), from the flags `f`."""
+  config = SquadConfig(
+      model_dir=model_dir, train_file=f.train_file, predict_file=f.predict_file,
+      max_seq_length=f.max_seq_length, doc_stride=f.doc_stride,
+      max_query_length=f.max_query_length, max_answer_length=f.max_answer_length,
+      start_n_top=f.start_n_top, end_n_top=f.end_n_top, n_best_size=f.n_best_size,
+      train_batch_size=f.train_batch_size, predict_batch_size=f.predict_batch_size,
+      model_type=f.model_type, seed=f.seed, **training_flags.optimizer_kwargs(f))
+  model_config = model_flags.model_config_from_flags(f)
+  tokenizer = layouts.make_tokenizer(f.model_type, f.sp_model, f.vocab_file, f.uncased)
+  layouts.check_vocab(model_config, tokenizer, f.max_seq_length)
+  return SquadTask(config, model_config, model_flags.run_config_from_flags(f), tokenizer,
+                   f.init_checkpoint)
 
 
 def stripped_span(context, begin, end):

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
-from modeling import checkpoint_names
+from modeling.xlnet import release_names as checkpoint_names
 
 _TF1_PROBE = f"{checkpoint_names.ENCODER_SCOPE}/word_embedding/lookup_table"
 

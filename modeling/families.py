@@ -3,27 +3,46 @@ builds and initialises its model, so that the tasks never ask which family they 
 
   family = families.get(model_type)      # "xlnet" | "mpnet"; anything else: a one-line error
   family.config_from_json(path)          # XLNetConfig | MPNetConfig (HF config.json)
+  family.vocab_size(config)              # its vocabulary size (n_token | vocab_size)
   family.classifier(model_config, run_config, n_class, task_name, regression, summary_type,
                     use_proj)            # [B, n_class] logits ([B] for regression)
   family.race_model(model_config, run_config, summary_type, use_proj)   # [B, 4] logits
   family.squad_model(model_config, run_config, start_n_top, end_n_top)  # SQuAD beam outputs
   family.initialize(model, path, log)    # --init_checkpoint into a task model
+  family.encode_rows(encoder, input_ids, seg_ids, input_mask)  # (hidden, pooled token)
+  family.hf                              # its Hugging Face module: architecture(model),
+                                         # export_hf(model, path, log, labels)
+
+A model says its family (`model.family`, a class attribute of each family's models), so
+  families.hf_architecture(model)        # the transformers class of an export, or ValueError
+  families.export_hf(model, path, log, labels)
+need no question about which family they hold.
 
 XLNet's models take the release's summary settings and a RunConfig (dropout, attention
 dropout, ...); MPNet's take their own config only (its dropout lives there, as in HF).
 Adding a family: one class here with these methods and one line in FAMILIES.
 """
 
-from modeling import loading, models, mpnet, mpnet_models
-from modeling.config import XLNetConfig
+from modeling import loading
+from modeling.mpnet import hf as mpnet_hf
+from modeling.mpnet import models as mpnet_models
+from modeling.mpnet.config import MPNetConfig
+from modeling.xlnet import hf as xlnet_hf
+from modeling.xlnet import models
+from modeling.xlnet.config import XLNetConfig
 
 
 class XLNet:
   name = "xlnet"
+  hf = xlnet_hf
 
   @staticmethod
   def config_from_json(path):
     return XLNetConfig.from_json(path)
+
+  @staticmethod
+  def vocab_size(config):
+    return config.n_token
 
   @staticmethod
   def classifier(model_config, run_config, n_class, task_name, regression, summary_type,
@@ -43,6 +62,13 @@ class XLNet:
                                   end_n_top=end_n_top)
 
   @staticmethod
+  def encode_rows(encoder, input_ids, seg_ids, input_mask):
+    """(hidden [B, L, D], summary [B, D]): the content stream and its <cls> (last: the rows
+    are left padded), what the "last" summary pools."""
+    h = encoder(input_ids, seg_ids=seg_ids, input_mask=input_mask, training=False)
+    return h["content_output"], h["content_output"][:, -1]
+
+  @staticmethod
   def initialize(model, path, log):
     """A release / native checkpoint or a Hugging Face XLNet directory (loading.py)."""
     log(f"init from {path}: {loading.load_checkpoint(model, path)}")
@@ -50,10 +76,15 @@ class XLNet:
 
 class MPNet:
   name = "mpnet"
+  hf = mpnet_hf
 
   @staticmethod
   def config_from_json(path):
-    return mpnet.MPNetConfig.from_json(path)
+    return MPNetConfig.from_json(path)
+
+  @staticmethod
+  def vocab_size(config):
+    return config.vocab_size
 
   @staticmethod
   def classifier(model_config, run_config, n_class, task_name, regression, summary_type,
@@ -73,6 +104,14 @@ class MPNet:
                                         end_n_top=end_n_top)
 
   @staticmethod
+  def encode_rows(encoder, input_ids, seg_ids, input_mask):
+    """(hidden [B, L, D], summary [B, D]): the encoder's output and its <s> (first), what
+    MPNetClassifier pools; seg_ids are not used."""
+    del seg_ids
+    h = encoder(input_ids, input_mask=input_mask, training=False)
+    return h, h[:, 0]
+
+  @staticmethod
   def initialize(model, path, log):
     """A Hugging Face MPNet directory fills the encoder; else a checkpoint (loading.py)."""
     loading.initialize_mpnet(model, path, log)
@@ -88,3 +127,29 @@ def get(model_type):
   except KeyError:
     raise ValueError(f"--model_type={model_type}: expected one of "
                      f"{', '.join(FAMILIES)}") from None
+
+
+def of(model):
+  """The family of a model instance (its `family` attribute); ValueError for a model of none."""
+  family = FAMILIES.get(getattr(model, "family", None))
+  if family is None:
+    raise ValueError(f"{type(model).__name__} is not a model of a registered family "
+                     f"({', '.join(FAMILIES)})")
+  return family
+
+
+def hf_architecture(model):
+  """The transformers class an --export_hf_dir of `model` loads into; ValueError (one line)
+  when its layout has none. Needs no weights (a check before training)."""
+  try:
+    family = of(model)
+  except ValueError:
+    raise ValueError(f"--export_hf_dir: no Hugging Face layout for {type(model).__name__}") \
+        from None
+  return family.hf.architecture(model)
+
+
+def export_hf(model, path, log=print, labels=None):
+  """`model` in the Hugging Face layout in directory `path` (its family's hf.export_hf)."""
+  hf_architecture(model)
+  return of(model).hf.export_hf(model, path, log, labels=labels)

@@ -3,7 +3,7 @@
 from absl import flags
 
 from modeling import families
-from modeling.config import RunConfig
+from modeling.run_config import RunConfig
 
 
 def define_model_flags(record_defaults=False):

@@ -67,3 +67,14 @@ def write_model_dir(model_dir, tensors, config):
   fileio.write_atomic(fileio.join(model_dir, "config.json"),
                       json.dumps(config, indent=2, sort_keys=True) + "\n")
   return model_dir
+
+
+def classifier_keys(n_class, regression, labels=None):
+  """config.json's num_labels / id2label / label2id / problem_type of a sequence classifier
+  (`labels`: class names, used when there is one per class)."""
+  n = 1 if regression else n_class
+  names = list(labels) if labels and len(labels) == n and not regression else \
+      [f"LABEL_{i}" for i in range(n)]
+  return dict(num_labels=n, id2label={str(i): str(v) for i, v in enumerate(names)},
+              label2id={str(v): i for i, v in enumerate(names)},
+              problem_type="regression" if regression else "single_label_classification")

@@ -1,15 +1,17 @@
 """Weights into a model from whatever a user names: a release (TF1-named) checkpoint, a native
 TF2 one, a fine-tuning run's best/, or a Hugging Face directory. It sits above the readers it
-chooses between (modeling/checkpoint.py, modeling/hf_xlnet.py, modeling/mpnet.py), so none of
-them imports another to dispatch.
+chooses between (modeling/checkpoint.py, modeling/xlnet/hf.py, modeling/mpnet/hf.py), so none
+of them imports another to dispatch.
 """
 
-from modeling import checkpoint, hf_io, hf_xlnet, mpnet
+from modeling import checkpoint, hf_io
+from modeling.xlnet import hf as hf_xlnet
+from modeling.mpnet import hf as mpnet_hf
 
 
 def load_checkpoint(model, path, require_all=False):
   """Loads a release TF1 checkpoint, a native TF2 one, or a Hugging Face XLNet directory
-  (modeling/hf_xlnet.py), detected from the files; returns a one-line summary."""
+  (modeling/xlnet/hf.py), detected from the files; returns a one-line summary."""
   if hf_io.is_model_dir(path):
     return hf_xlnet.load_hf(model, path, require_all).summary()
   if checkpoint.is_tf1_checkpoint(path):
@@ -24,7 +26,7 @@ def initialize_mpnet(model, path, log=print):
   anything else is read as a checkpoint of this project (load_checkpoint)."""
   model.ensure_built()
   if hf_io.is_model_dir(path):
-    unused = mpnet.load_hf_weights(model.encoder, path)
+    unused = mpnet_hf.load_hf_weights(model.encoder, path)
     log(f"init from {path}: MPNet encoder loaded ({len(unused)} other weights not used)")
     return
   log(f"init from {path}: {load_checkpoint(model, path)}")

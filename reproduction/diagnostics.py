@@ -22,6 +22,8 @@ import sys
 
 import numpy as np
 
+from reproduction import pipeline as pipeline_lib
+
 L2_GRID = (1e-4, 1e-3, 1e-2, 1e-1)
 HELDOUT_BATCHES = 40
 
@@ -73,17 +75,16 @@ class Diagnostics:
 
   # ---- models -------------------------------------------------------------------------------
   def task(self, objective, mode="mpnet", permute=True, split_dir=None):
-    from modeling import config as config_lib, mpnet
-    from training.pretrain_task import PretrainConfig, PretrainTask
+    from modeling import families
+    from modeling.run_config import RunConfig
+    from pretraining import objectives
+    from pretraining.task import PretrainConfig, PretrainTask
     p, pipe = self.p, self.pipe
-    if objective == "mpnet":
-      model_config = mpnet.MPNetConfig.from_json(os.path.join(pipe.models, "mpnet_config.json"))
-    else:
-      model_config = config_lib.XLNetConfig.from_json(
-          os.path.join(pipe.models, "xlnet_config.json"))
-    run_config = config_lib.RunConfig(dropout=0.0, dropatt=0.0,
-                                      mem_len=0 if objective == "mpnet" else p.mem_len,
-                                      reuse_len=p.reuse_len)
+    family = objectives.get(objective).family
+    model_config = families.get(family).config_from_json(
+        os.path.join(pipe.models, f"{family}_config.json"))
+    # the task drops the memory of an objective that carries none (MPNet)
+    run_config = RunConfig(dropout=0.0, dropatt=0.0, mem_len=p.mem_len, reuse_len=p.reuse_len)
     config = PretrainConfig(record_dir=split_dir or pipe.records, seq_len=p.seq_len,
                             reuse_len=p.reuse_len, num_predict=p.num_predict,
                             bsz_per_host=p.batch, bi_data=False, objective=objective,
@@ -138,17 +139,14 @@ class Diagnostics:
         spec.labels, model_type) for split in ("train", "dev", "test")}, len(spec.labels)
 
   def features(self, model, rows, model_type):
+    from modeling import families
     tf = self.tf
     encoder = model.encoder
+    family = families.get(model_type)
 
     @tf.function(reduce_retracing=True)
     def forward(ids, seg, mask):
-      if model_type == "mpnet":
-        h = encoder(ids, input_mask=mask, training=False)
-        summary = h[:, 0]                      # <s>, as MPNetClassifier pools
-      else:
-        h = encoder(ids, seg_ids=seg, input_mask=mask, training=False)["content_output"]
-        summary = h[:, -1]                     # <cls> (left padded), the "last" summary
+      h, summary = family.encode_rows(encoder, ids, seg, mask)
       real = 1.0 - mask[:, :, None]
       mean = tf.reduce_sum(h * real, 1) / tf.maximum(tf.reduce_sum(real, 1), 1.0)
       return tf.concat([summary, mean], -1)
@@ -167,8 +165,8 @@ class Diagnostics:
     out = {"checkpoints": steps, "heldout": {}, "probe": {}, "mpnet_modes": {}}
     rows = {}
     for arm in p.arms:
-      objective = {"none": "plm", "none-mpnet": "mpnet"}.get(arm, arm)
-      model_type = "mpnet" if objective == "mpnet" else "xlnet"
+      objective = pipeline_lib.ARM_OBJECTIVE.get(arm, arm)
+      model_type = pipeline_lib.OBJECTIVE_MODEL[objective][0]
       if model_type not in rows:
         rows[model_type] = self.rows(model_type)
       (split_rows, n_class) = rows[model_type]
@@ -203,7 +201,6 @@ class Diagnostics:
 
 def main():
   import argparse
-  from reproduction import pipeline as pipeline_lib
   from reproduction.presets import PRESETS
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--output_dir", required=True, help="The quickstart's output directory.")

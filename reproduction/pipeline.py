@@ -42,6 +42,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARMS = ("none", "none-mpnet", "plm", "mlm", "mpnet")
 BASELINE = {"plm": "none", "mlm": "none", "mpnet": "none-mpnet"}   # same model, random weights
 OBJECTIVES = ("plm", "mlm", "mpnet")
+# What each objective trains: its model family (config file models/{family}_config.json) and
+# whether it carries Transformer-XL memory. The objectives' registry (pretraining/objectives.py)
+# says the same (tests/test_quickstart.py checks); this process imports no TensorFlow.
+OBJECTIVE_MODEL = {"plm": ("xlnet", True), "mlm": ("xlnet", True), "mpnet": ("mpnet", False)}
+ARM_OBJECTIVE = {"none": "plm", "none-mpnet": "mpnet"}   # random-weight arms: whose model
+# Per family: the flag choosing it in the fine-tuning scripts (none: their default), and what a
+# pretraining run's export/ holds for fine-tuning (config file, init path; "" = the directory).
+FAMILY_RUNS = {"xlnet": ([], "xlnet_config.json", "xlnet_model.ckpt"),
+               "mpnet": (["--model_type=mpnet"], "config.json", "")}
 TASKS = ("classify", "squad", "race")
 MAIN_METRIC = {"classify": "accuracy", "squad": "f1", "race": "accuracy"}
 _STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
@@ -246,13 +255,13 @@ class Pipeline:
     run is then named objective-mode and trains no fine-tuning arm)."""
     p = self.p
     name = f"{objective}-{mode}" if mode else objective
-    config = os.path.join(self.models, "mpnet_config.json" if objective == "mpnet"
-                          else "xlnet_config.json")
+    family, memory = OBJECTIVE_MODEL[objective]
+    config = os.path.join(self.models, f"{family}_config.json")
     argv = ["run_pretrain.py", f"--objective={objective}", f"--record_dir={self.records}",
             f"--model_config_path={config}", f"--model_dir={self.pretrain_dir(name)}",
             f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}", f"--bsz_per_host={p.batch}",
             f"--num_predict={p.num_predict}", "--nobi_data",
-            f"--mem_len={0 if objective == 'mpnet' else p.mem_len}",
+            f"--mem_len={p.mem_len if memory else 0}",
             f"--train_steps={p.pretrain_steps}", f"--learning_rate={p.pretrain_lr}",
             f"--warmup_steps={p.warmup}", f"--save_every={p.pretrain_save_every}",
             f"--steps_per_loop={p.steps_per_loop}", f"--dropout={p.dropout}",
@@ -264,17 +273,13 @@ class Pipeline:
 
   def _model_flags(self, arm):
     """Flags that pick the model and its initialisation for a fine-tuning arm."""
-    if arm == "mpnet":
-      export = os.path.join(self.pretrain_dir("mpnet"), "export")
-      return ["--model_type=mpnet", f"--model_config_path={export}/config.json",
-              f"--init_checkpoint={export}"]
-    if arm == "none-mpnet":
-      return ["--model_type=mpnet", f"--model_config_path={self.models}/mpnet_config.json"]
-    if arm == "none":
-      return [f"--model_config_path={self.models}/xlnet_config.json"]
+    family = OBJECTIVE_MODEL[ARM_OBJECTIVE.get(arm, arm)][0]
+    family_flags, config, init = FAMILY_RUNS[family]
+    if arm in ARM_OBJECTIVE:           # random weights: the configs stage's file
+      return family_flags + [f"--model_config_path={self.models}/{family}_config.json"]
     export = os.path.join(self.pretrain_dir(arm), "export")
-    return [f"--model_config_path={export}/xlnet_config.json",
-            f"--init_checkpoint={export}/xlnet_model.ckpt"]
+    return family_flags + [f"--model_config_path={export}/{config}",
+                           f"--init_checkpoint={os.path.join(export, init) if init else export}"]
 
   def _finetune_flags(self, task, arm, seed, steps, lr, model_dir=None):
     p = self.p

@@ -3,7 +3,8 @@
 An export is a serving module plus the Python path's answers on the self-check inputs
 (serving/export.py publishes only when the two agree). Each fine-tuning task exports through its
 own `export` method (finetuning/classifier_task.py, race.py, squad.py), with the helpers here;
-the pretraining encoder's is here (`export_encoder`, `export_pretrained`).
+the pretraining encoder's serving module is here (`export_encoder`; the XLNet objectives
+export through it, pretraining/plm.py).
 
 The Python path is what the scripts themselves run: the tokenizer, the feature code
 (data_utils/layouts.py's rows, the tasks' encoders) and the model. Its raw texts may be bytes
@@ -11,15 +12,10 @@ or str: each is first decoded as the serving graph decodes a request (serving/ut
 UTF-8 -> U+FFFD), so the two give the same outputs on the same bytes.
 """
 
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
-from data_utils import fileio, layouts
-from data_utils.tokenization import Tokenizer
-from modeling import checkpoint
-from modeling.models import XLNetPretrainModel
+from data_utils import layouts
 from serving import export, utf8
 
 LONG_PROBE = " ".join(export.PROBE_TEXTS) * 12        # longer than any window
@@ -52,15 +48,3 @@ def export_encoder(model, tokenizer, max_seq_length, export_dir, log=print):
   module = export.encoder_module(model, tokenizer, max_seq_length)
   return export.save(module, export_dir, {"sentence": np.array(texts, object)},
                      encoder_outputs(model, tokenizer, max_seq_length, texts), log=log)
-
-
-def export_pretrained(task, model_dir, sp_model, uncased=False, log=print):
-  """MODEL_DIR/export/saved_model: the encoder of a finished XLNet pretraining run (read back
-  from its release-named export, run without memory, bi_data or dropout) on raw text."""
-  run_config = dataclasses.replace(task.run_config, bi_data=False, mem_len=0, reuse_len=0,
-                                   dropout=0.0, dropatt=0.0)
-  model = XLNetPretrainModel(task.model_config, run_config)
-  export_root = fileio.join(model_dir, "export")
-  checkpoint.load_tf1_checkpoint(model, fileio.join(export_root, "xlnet_model.ckpt"))
-  return export_encoder(model, Tokenizer(sp_model, lower=uncased), task.config.seq_len,
-                        fileio.join(export_root, "saved_model"), log)

@@ -4,8 +4,9 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import record_format, writer
-from modeling.config import RunConfig, XLNetConfig
-from training.pretrain_task import PretrainConfig, PretrainTask
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from pretraining.task import PretrainConfig, PretrainTask
 from training.trainer import Trainer
 
 SEQ, REUSE, NP, BSZ = 32, 16, 5, 4

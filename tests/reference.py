@@ -2,7 +2,7 @@
 as a TF1 checkpoint, and the same weights in Hugging Face's PyTorch XLNet.
 
 The name mapping here is written from the HF state-dict names and the release
-names in ../shared/reference/xlnet.md, not from modeling/checkpoint_names.py.
+names in ../shared/reference/xlnet.md, not from modeling/xlnet/release_names.py.
 """
 
 import numpy as np

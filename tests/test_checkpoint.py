@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoint, loading
-from modeling.config import RunConfig, XLNetConfig
-from modeling.models import XLNetClassifier, XLNetPretrainModel, XLNetRaceModel
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.models import XLNetClassifier, XLNetPretrainModel, XLNetRaceModel
 from tests import reference as ref
 
 SIZE = dict(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=24, n_token=40)

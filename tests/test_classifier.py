@@ -190,7 +190,8 @@ def test_training_batches_are_split_between_hosts_with_static_shapes(tmp_path, s
   import collections
   import tensorflow as tf
   from finetuning.classifier_task import ClassifierConfig, ClassifierTask
-  from modeling.config import RunConfig, XLNetConfig
+  from modeling.run_config import RunConfig
+  from modeling.xlnet.config import XLNetConfig
   d, sp, cfg = sst2
   config = ClassifierConfig(task_name="sst-2", data_dir=str(d), sp_model=sp, uncased=True,
                             cache_dir=str(tmp_path), max_seq_length=24, train_batch_size=8)

@@ -19,8 +19,9 @@ import tensorflow as tf
 
 from data_utils import pipeline, record_format
 from modeling import checkpoint, loading
-from modeling.config import RunConfig, XLNetConfig
-from modeling.models import XLNetPretrainModel
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.models import XLNetPretrainModel
 from tests import pretrain_helpers as ph
 from tests import reference as ref
 

@@ -1,5 +1,5 @@
 """BERT's 80/10/10 corruption of the predicted tokens (issue #31), for XLNet's mlm arm
-(`PretrainTask._corrupt`, and what `PretrainTask.predict` hands the model) and for MPNet
+(the mlm objective's `corrupt`, pretraining/mlm.py, and what `PretrainTask.predict` hands the model) and for MPNet
 (`mpnet_pretrain.corruption` through `build_inputs`): the exact id at each kind of target
 (MASKED: <mask>; RANDOM: a random id, uniform over [9, V) and independent of the original;
 KEPT: the original), untouched ids outside the targets, and the proportions over many
@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import mpnet_pretrain
-from modeling.config import RunConfig, XLNetConfig
-from modeling.mpnet_pretrain import KEPT, MASKED, RANDOM
-from training.pretrain_task import PretrainConfig, PretrainTask
+from modeling.mpnet import pretrain as mpnet_pretrain
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.mpnet.pretrain import KEPT, MASKED, RANDOM
+from pretraining.task import PretrainConfig, PretrainTask
 
 MASK_ID = 6
 VOCAB = 41                  # random ids in [9, 41): 32 values, so each is drawn ~30 times
@@ -63,7 +64,7 @@ def check_draws(original, corrupted, kind):
                    1 - 0.8 - p_same, "ids neither <mask> nor the original")
 
 
-# ---- XLNet: PretrainTask._corrupt ---------------------------------------------------------
+# ---- XLNet: the mlm objective's corrupt -----------------------------------------------
 B, L, P = 8, 64, 24          # rows, tokens, targets per row
 
 
@@ -72,6 +73,11 @@ def _task(seed=0):
                           bsz_per_host=B, bi_data=False, objective="mlm", seed=seed)
   model = XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=24, n_token=VOCAB)
   return PretrainTask(config, model, RunConfig(dropout=0.0, dropatt=0.0))
+
+
+def _corrupt(task):
+  """The mlm objective's corruption of `task`'s batches: (batch, step) -> (ids, kind)."""
+  return lambda batch, step: task.objective.corrupt(task, batch, step)
 
 
 def _batch(seed):
@@ -90,7 +96,7 @@ def test_xlnet_mlm_corruption_ids_and_proportions(jit):
   kind KEPT off the targets, 0.8/0.1/0.1. Also compiled (XLA's stateless random numbers differ
   from TensorFlow's kernels: same rules, other draws), as training runs it by default."""
   task = _task()
-  corrupt = tf.function(task._corrupt, jit_compile=True) if jit else task._corrupt
+  corrupt = tf.function(_corrupt(task), jit_compile=True) if jit else _corrupt(task)
   originals, corrupteds, kinds = [], [], []
   for step in range(60):
     batch = _batch(step)
@@ -107,7 +113,7 @@ def test_xlnet_mlm_corruption_ids_and_proportions(jit):
 def test_xlnet_mlm_draw_is_seeded_by_step_and_run_seed():
   """A resumed run draws the same at the same step; other steps and other --seed draw anew."""
   batch = _batch(0)
-  draw = lambda task, step: task._corrupt(batch, tf.constant(step, tf.int64))[1].numpy()
+  draw = lambda task, step: _corrupt(task)(batch, tf.constant(step, tf.int64))[1].numpy()
   task = _task(seed=0)
   np.testing.assert_array_equal(draw(task, 5), draw(task, 5))
   np.testing.assert_array_equal(draw(task, 5), draw(_task(seed=0), 5))
@@ -118,8 +124,8 @@ def test_xlnet_mlm_draw_is_seeded_by_step_and_run_seed():
 class _Recorder:
   """Stands for XLNetPretrainModel in PretrainTask.predict: records the inputs it gets."""
 
-  def __call__(self, inputs, mems=None, training=False, objective=None):
-    self.inputs, self.objective = inputs, objective
+  def __call__(self, inputs, mems=None, training=False, query_stream=True):
+    self.inputs, self.query_stream = inputs, query_stream
     return {"logits": tf.zeros([B, P, VOCAB])}
 
 
@@ -131,8 +137,8 @@ def test_xlnet_mlm_predict_feeds_the_model_the_corrupted_ids():
   model = _Recorder()
   step = tf.constant(7, tf.int64)
   _, _, _, extra, _ = task.predict(model, batch, None, step)
-  corrupted, kind = task._corrupt(batch, step)
-  assert model.objective == "mlm"
+  corrupted, kind = _corrupt(task)(batch, step)
+  assert model.query_stream is False       # mlm: predictions from the content stream
   np.testing.assert_array_equal(model.inputs["input_ids"].numpy(), corrupted.numpy())
   np.testing.assert_array_equal(extra["kind"].numpy(), kind.numpy())
   assert (kind.numpy() == RANDOM).any() and (kind.numpy() == MASKED).any()

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from modeling.layers import dropout as dropout_lib
+from modeling import dropout as dropout_lib
 
 
 def test_rate_scale_and_identity_in_eval():

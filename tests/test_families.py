@@ -5,8 +5,12 @@ import json
 
 import pytest
 
-from modeling import families, models, mpnet, mpnet_models
-from modeling.config import RunConfig, XLNetConfig
+from modeling import families
+from modeling.xlnet import models
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import models as mpnet_models
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
 
 
 def test_unknown_family_names_the_flag_and_the_choices():

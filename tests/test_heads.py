@@ -4,9 +4,10 @@ SQuAD training vs inference consistency."""
 import numpy as np
 import tensorflow as tf
 
-from modeling.config import RunConfig, XLNetConfig
-from modeling.heads.sequence_summary import SequenceSummary
-from modeling.models import XLNetRaceModel, XLNetSquadModel
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.sequence_summary import SequenceSummary
+from modeling.xlnet.models import XLNetRaceModel, XLNetSquadModel
 
 TINY = XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32, n_token=50)
 RUN = RunConfig(dropout=0.0, dropatt=0.0)

@@ -6,8 +6,9 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoint
-from modeling.config import RunConfig, XLNetConfig
-from modeling.models import XLNetClassifier, XLNetPretrainModel, XLNetSquadModel
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.models import XLNetClassifier, XLNetPretrainModel, XLNetSquadModel
 from tests import reference as ref
 from tests.reference_libs import require
 

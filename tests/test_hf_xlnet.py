@@ -1,4 +1,4 @@
-"""XLNet weights in and out of the Hugging Face layout (modeling/hf_xlnet.py) against
+"""XLNet weights in and out of the Hugging Face layout (modeling/xlnet/hf.py) against
 transformers' PyTorch XLNet: HF directories load through the scripts' path
 (`XLNetConfig.from_json` + `loading.load_checkpoint`) and give HF's numbers; our
 models exported by `export_hf` load with `from_pretrained` (no missing or unexpected keys)
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import checkpoint, hf_xlnet, loading
-from modeling.config import RunConfig, XLNetConfig
-from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
+from modeling import families, loading
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
                              XLNetSquadModel)
 from tests.reference import rel_err
 from tests.script_helpers import run_main
@@ -158,7 +159,7 @@ def test_hf_dir_loads_and_exports_with_hf_numbers(tmp_path, kind, activation, fm
   if kind == "base":
     return   # XLNetModel has no class of ours to export to (XLNetPretrainModel -> LMHead)
   out = tmp_path / "export"
-  hf_xlnet.export_hf(ours, str(out), log=lambda _: None)
+  families.export_hf(ours, str(out), log=lambda _: None)
   back, info = getattr(transformers, CASES[kind][0]).from_pretrained(
       str(out), output_loading_info=True)
   assert not info["missing_keys"] and not info["unexpected_keys"], info
@@ -178,7 +179,7 @@ def test_our_random_model_exports_with_our_numbers(tmp_path, kind):
   rng = np.random.default_rng(7)
   for var in ours.weights:
     var.assign(rng.standard_normal(var.shape).astype(np.float32) * 0.3)
-  hf_xlnet.export_hf(ours, str(tmp_path), log=lambda _: None, labels=("a", "b", "c"))
+  families.export_hf(ours, str(tmp_path), log=lambda _: None, labels=("a", "b", "c"))
   hf, info = getattr(transformers, CASES[kind][0]).from_pretrained(
       str(tmp_path), output_loading_info=True)
   assert not info["missing_keys"] and not info["unexpected_keys"], info
@@ -230,10 +231,10 @@ def test_errors_are_one_line_naming_the_file(tmp_path):
   # Layouts Hugging Face has no class for.
   attn = XLNetClassifier(config, RUN, summary_type="attn")
   with pytest.raises(ValueError, match="summary_type 'attn' has no Hugging Face equivalent"):
-    hf_xlnet.export_hf(attn, str(tmp_path / "x"))
+    families.export_hf(attn, str(tmp_path / "x"))
   odd_heads = XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=4, d_inner=8, n_token=61)
   with pytest.raises(ValueError, match="d_head = d_model / n_head"):
-    hf_xlnet.export_hf(XLNetPretrainModel(odd_heads, RUN), str(tmp_path / "y"))
+    families.export_hf(XLNetPretrainModel(odd_heads, RUN), str(tmp_path / "y"))
   # The released xlnet_config.json keeps its meaning ("gelu" = tanh).
   release = tmp_path / "xlnet_config.json"
   release.write_text(json.dumps({"n_layer": 2, "d_model": 16, "n_head": 2, "d_head": 8,
@@ -288,9 +289,10 @@ def test_run_classifier_from_hf_dir_exports_hf(tmp_path, capsys):
 
 def test_pretrain_on_end_and_mpnet_export(tmp_path):
   """PretrainTask.on_end writes --export_hf_dir (XLNetLMHeadModel) beside its release-named
-  export; MPNet models export through modeling/mpnet.py's names."""
-  from modeling import mpnet, mpnet_models
-  from training.pretrain_task import PretrainConfig, PretrainTask
+  export; MPNet models export through modeling/mpnet/encoder.py's names."""
+  from modeling.mpnet import encoder as mpnet
+  from modeling.mpnet import models as mpnet_models
+  from pretraining.task import PretrainConfig, PretrainTask
   config = XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=24, n_token=61)
   task = PretrainTask(PretrainConfig(seq_len=8, reuse_len=4, num_predict=2, bsz_per_host=2,
                                      bi_data=False), config, RUN,   # no records needed
@@ -303,7 +305,7 @@ def test_pretrain_on_end_and_mpnet_export(tmp_path):
   assert (tmp_path / "run" / "export" / "xlnet_config.json").exists()
   # Through tf.io.gfile URLs too (ram:// here, as gs://): export, then load back.
   ours = XLNetPretrainModel(config, RUN).ensure_built()
-  hf_xlnet.export_hf(ours, "ram://hf-xlnet-export/lm", log=lambda _: None)
+  families.export_hf(ours, "ram://hf-xlnet-export/lm", log=lambda _: None)
   again = XLNetPretrainModel(config, RUN).ensure_built()
   assert "0 initialised fresh" in loading.load_checkpoint(again, "ram://hf-xlnet-export/lm")
   for a, b in zip(ours.weights, again.weights):
@@ -314,11 +316,11 @@ def test_pretrain_on_end_and_mpnet_export(tmp_path):
                       "MPNetForSequenceClassification"),
                      (mpnet_models.MPNetRaceModel(mp), "MPNetForMultipleChoice")):
     out = str(tmp_path / cls)
-    hf_xlnet.export_hf(model, out, log=lambda _: None)
+    families.export_hf(model, out, log=lambda _: None)
     _, info = getattr(transformers, cls).from_pretrained(out, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"], (cls, info)
   with pytest.raises(ValueError, match="SQuAD head on MPNet"):
-    hf_xlnet.export_hf(mpnet_models.MPNetSquadModel(mp), str(tmp_path / "x"))
+    families.export_hf(mpnet_models.MPNetSquadModel(mp), str(tmp_path / "x"))
 
 
 def test_tolerance_has_a_margin_and_catches_the_other_gelu(tmp_path, capsys):

@@ -6,6 +6,7 @@ Layers, top to bottom (a file may import its own package or any package below it
                  data_utils/train_tokenizer.py), bench/, tools/
   reproduction/     the quickstart's pipeline and report
   finetuning/       fine-tuning tasks (each exports itself through serving/)
+  pretraining/      the pretraining task and its objectives (plm, mlm, mpnet: a registry)
   serving/          SavedModels on raw text
   training/         the loop, strategies, optimizer, the Task contract
   modeling/         models, checkpoints, weight files
@@ -17,7 +18,8 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYERS = ["data_utils", "modeling", "training", "serving", "finetuning", "reproduction"]
+LAYERS = ["data_utils", "modeling", "training", "serving", "pretraining", "finetuning",
+          "reproduction"]
 ENTRY = {"run_pretrain", "run_classifier", "run_squad", "run_race", "quickstart",
          "data_utils.create_pretrain_data", "data_utils.train_tokenizer"}
 TOP = len(LAYERS)

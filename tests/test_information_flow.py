@@ -43,9 +43,11 @@ import tensorflow as tf
 
 from data_utils import record_format, writer
 from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer
-from modeling import mpnet, mpnet_pretrain
-from modeling.config import RunConfig, XLNetConfig
-from training.pretrain_task import PretrainConfig, PretrainTask
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import pretrain as mpnet_pretrain
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from pretraining.task import PretrainConfig, PretrainTask
 
 SEQ, REUSE, NP, BSZ, LAYERS = 32, 16, 8, 4, 2
 STEP = 1            # the batch checked; batch STEP - 1 makes XLNet's memory

@@ -8,16 +8,17 @@ import pytest
 import tensorflow as tf
 
 from modeling import losses
-from modeling.config import BASE, LARGE, RunConfig, XLNetConfig
-from modeling.heads.classification_head import ClassificationHead
-from modeling.heads.lm_head import LMHead
-from modeling.heads.sequence_summary import SequenceSummary
-from modeling.heads.squad_head import SquadHead
-from modeling.layers.feed_forward import PositionwiseFeedForward
-from modeling.layers.relative_attention import TwoStreamRelativeAttention
-from modeling.layers.xlnet_block import XLNetBlock
-from modeling.models import XLNetClassifier, XLNetPretrainModel, XLNetRaceModel, XLNetSquadModel
-from modeling.xlnet_encoder import XLNetEncoder
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import BASE, LARGE, XLNetConfig
+from modeling.xlnet.classification_head import ClassificationHead
+from modeling.xlnet.lm_head import LMHead
+from modeling.xlnet.sequence_summary import SequenceSummary
+from modeling.squad_head import SquadHead
+from modeling.xlnet.feed_forward import PositionwiseFeedForward
+from modeling.xlnet.attention import TwoStreamRelativeAttention
+from modeling.xlnet.block import XLNetBlock
+from modeling.xlnet.models import XLNetClassifier, XLNetPretrainModel, XLNetRaceModel, XLNetSquadModel
+from modeling.xlnet.encoder import XLNetEncoder
 from tests import reference as ref
 
 TINY = XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32, n_token=50)

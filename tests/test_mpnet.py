@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import mpnet
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import hf as mpnet_hf
 from tests.reference_libs import require
 
 torch = require("torch")
@@ -41,7 +42,7 @@ def test_matches_hugging_face_from_safetensors(tmp_path):
       p.add_(torch.randn_like(p) * 0.05)
   hf.save_pretrained(tmp_path, safe_serialization=True)
   ours = mpnet.MPNetEncoder(mpnet.MPNetConfig.from_json(tmp_path / "config.json"))
-  unused = mpnet.load_hf_weights(ours, str(tmp_path))
+  unused = mpnet_hf.load_hf_weights(ours, str(tmp_path))
   assert unused == ["pooler.dense.bias", "pooler.dense.weight"]
   rng = np.random.default_rng(0)
   ids = rng.integers(3, 60, [3, 30]).astype(np.int32)
@@ -63,7 +64,7 @@ def test_matches_hugging_face_from_safetensors(tmp_path):
 
 
 def _two_stream_inputs(rng, n=8, c=3, batch=2):
-  from modeling.mpnet_masks import mpnet_masks, position_ids
+  from modeling.mpnet.masks import mpnet_masks, position_ids
   perm = np.stack([rng.permutation(n) for _ in range(batch)])
   tokens = rng.integers(5, 60, [batch, n])
   x_perm = np.take_along_axis(tokens, perm, 1)
@@ -103,7 +104,7 @@ def test_pretraining_export_is_a_hugging_face_masked_lm(tmp_path):
   """save_hf_weights of the pretraining model loads as MPNetForMaskedLM with equal logits."""
   torch = require("torch")
   transformers = require("transformers")
-  from modeling import mpnet_pretrain
+  from modeling.mpnet import pretrain as mpnet_pretrain
   config = mpnet.MPNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=32,
                              max_position_embeddings=40)
@@ -111,7 +112,7 @@ def test_pretraining_export_is_a_hugging_face_masked_lm(tmp_path):
   rng = np.random.default_rng(0)
   for v in model.lm_head.weights:
     v.assign(rng.normal(0, 0.1, v.shape).astype(np.float32))
-  mpnet.save_hf_weights(model.hf_variable_map(), config, str(tmp_path), "MPNetForMaskedLM")
+  mpnet_hf.save_hf_weights(model.hf_variable_map(), config, str(tmp_path), "MPNetForMaskedLM")
   hf = transformers.MPNetForMaskedLM.from_pretrained(str(tmp_path)).eval()
   ids = np.array([[0, 9, 10, 11, 2, 1], [0, 12, 13, 2, 1, 1]])
   with torch.no_grad():
@@ -146,7 +147,7 @@ def test_pytorch_bin_is_read_without_torch(tmp_path):
                                 state["encoder.layer.0.attention.attn.q.weight"].t().numpy())
   hf.config.to_json_file(str(tmp_path / "config.json"))
   encoder = mpnet.MPNetEncoder(mpnet.MPNetConfig.from_json(str(tmp_path / "config.json")))
-  mpnet.load_hf_weights(encoder, str(tmp_path))
+  mpnet_hf.load_hf_weights(encoder, str(tmp_path))
   ids = np.array([[0, 5, 6, 7, 2], [0, 8, 2, 1, 1]])
   with torch.no_grad():
     want = hf(torch.tensor(ids), attention_mask=torch.tensor(ids != 1).long())[0].numpy()

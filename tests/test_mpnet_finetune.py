@@ -14,7 +14,9 @@ import tensorflow as tf
 from data_utils import tokenization
 from data_utils import layouts
 from finetuning import squad_features
-from modeling import mpnet, mpnet_models
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import hf as mpnet_hf
+from modeling.mpnet import models as mpnet_models
 from tests.test_classifier import sst2  # noqa: F401  (fixture)
 from tests.test_race import race_dir  # noqa: F401  (fixture)
 from tests.test_squad import _squad
@@ -86,7 +88,7 @@ def test_heads_equal_hugging_face(tmp_path, kind):
     ours = mpnet_models.MPNetClassifier(config, n_class=n, regression=n == 1).ensure_built()
     arch, extra = "MPNetForSequenceClassification", {"num_labels": n}
   _random_heads(ours)
-  mpnet.save_hf_weights(ours.hf_variable_map(), config, str(tmp_path), arch, **extra)
+  mpnet_hf.save_hf_weights(ours.hf_variable_map(), config, str(tmp_path), arch, **extra)
   hf = getattr(transformers, arch).from_pretrained(str(tmp_path)).eval()
   with torch.no_grad():
     want = hf(torch.tensor(ids), attention_mask=torch.tensor(1 - mask).long()).logits.numpy()

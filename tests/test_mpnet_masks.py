@@ -6,7 +6,7 @@ Keys: x0 x1 x2 (non-predicted) | P0 P1 (predicted) | M0 M1 (mask copies); 1 = bl
 import numpy as np
 import pytest
 
-from modeling.mpnet_masks import mpnet_masks, position_ids
+from modeling.mpnet.masks import mpnet_masks, position_ids
 
 
 def test_mpnet_masks_exact():

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import losses, mpnet, mpnet_pretrain
+from modeling import losses
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import pretrain as mpnet_pretrain
 
 
 def _records(batch=3, length=10, c=3, seed=0):

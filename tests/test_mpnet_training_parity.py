@@ -13,7 +13,9 @@ transformers = require("transformers")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from modeling import mpnet, mpnet_pretrain  # noqa: E402
+from modeling.mpnet import encoder as mpnet  # noqa: E402
+from modeling.mpnet import hf as mpnet_hf
+from modeling.mpnet import pretrain as mpnet_pretrain
 from training import optimization  # noqa: E402
 
 STEPS, LR, WARM, PAD, MASK = 12, 1e-2, 3, 1, 4
@@ -91,7 +93,7 @@ def test_mlm_training_follows_hugging_face_step_by_step(tmp_path):
                              attention_probs_dropout_prob=0.0, pad_token_id=PAD)
   keras.utils.set_random_seed(0)
   model = mpnet_pretrain.MPNetPretrainModel(config, mode="mlm").ensure_built()
-  mpnet.save_hf_weights(model.hf_variable_map(), config, str(tmp_path), "MPNetForMaskedLM")
+  mpnet_hf.save_hf_weights(model.hf_variable_map(), config, str(tmp_path), "MPNetForMaskedLM")
   hf = transformers.MPNetForMaskedLM.from_pretrained(str(tmp_path)).train()
   batches = _batches(np.random.default_rng(0), config.vocab_size)
   ours, ref = _ours(model, batches), _reference(hf, batches)

@@ -34,7 +34,7 @@ sys.argv = ["run_pretrain.py"] + sys.argv[1:]
 import run_pretrain   # python -c from the root: the root is on sys.path
 from absl import app
 from training import distribution
-from training.pretrain_task import PretrainTask
+from pretraining.task import PretrainTask
 
 host_dataset = PretrainTask.dataset
 

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.config import RunConfig, XLNetConfig
-from modeling.models import XLNetClassifier
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.models import XLNetClassifier
 from training import optimization
 from tests.reference_libs import require
 

@@ -119,7 +119,7 @@ def test_mlm_nsp_and_no_memory_train(tmp_path, recs, objective, nsp, mem_len):
   assert os.path.exists(tmp_path / "export" / "xlnet_model.ckpt.index")
   # our pretraining output initialises a fine-tuning model (--init_checkpoint)
   from modeling import loading
-  from modeling.models import XLNetClassifier
+  from modeling.xlnet.models import XLNetClassifier
   clf = XLNetClassifier(trainer.model.config, trainer.model.run_config, n_class=2)
   summary = loading.load_checkpoint(clf, str(tmp_path / "export" / "xlnet_model.ckpt"))
   assert "model/classification_task/logit/kernel" in summary and "initialised fresh" in summary
@@ -130,19 +130,20 @@ def test_mlm_nsp_and_no_memory_train(tmp_path, recs, objective, nsp, mem_len):
 @pytest.mark.parametrize("mode,permute", [("mpnet", True), ("mlm", False)])
 def test_mpnet_objective_trains_from_the_same_records(tmp_path, recs, mode, permute):
   import dataclasses
-  from modeling import mpnet
+  from modeling.mpnet import encoder as mpnet
   task = ph.tiny_task(recs["bi1"], recs["vocab"], bi_data=True, objective="plm", train_steps=60,
                       lr=1e-2)
   config = mpnet.MPNetConfig(vocab_size=recs["vocab"], hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=32,
                              max_position_embeddings=ph.SEQ + 2)
-  from training.pretrain_task import PretrainTask
+  from pretraining.task import PretrainTask
   task = PretrainTask(dataclasses.replace(task.config, objective="mpnet", mpnet_mode=mode,
                                           mpnet_permute=permute), config, task.run_config)
   trainer, history = ph.train(task, tmp_path, steps_per_loop=10, save_every=60)
   assert np.mean(history[len(history) // 2:]) < history[0] - 0.5, history   # not one noisy loop
   # the export (Hugging Face layout) initialises a fine-tuning model's encoder
-  from modeling import loading, mpnet_models
+  from modeling import loading
+  from modeling.mpnet import models as mpnet_models
   assert os.path.exists(tmp_path / "export" / "model.safetensors")
   classifier = mpnet_models.MPNetClassifier(config)
   loading.initialize_mpnet(classifier, str(tmp_path / "export"), log=lambda m: None)

@@ -13,7 +13,7 @@ import pytest
 from data_utils import fileio, record_format, writer
 from tests import pretrain_helpers as ph
 from tests.script_helpers import run_main
-from training.pretrain_task import PretrainTask
+from pretraining.task import PretrainTask
 
 TINY = dict(seq_len=ph.SEQ, reuse_len=ph.REUSE, bsz_per_host=ph.BSZ, num_predict=ph.NP)
 

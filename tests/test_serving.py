@@ -17,9 +17,11 @@ import tensorflow as tf
 from data_utils import fileio, tokenization, wordpiece
 from finetuning import classifier_data, classifier_task, race, squad
 from finetuning.squad import SquadConfig, SquadTask
-from modeling import mpnet, mpnet_models
-from modeling.config import RunConfig, XLNetConfig
-from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import models as mpnet_models
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
                              XLNetSquadModel)
 from serving import export, tasks
 from tests import data_fixtures

@@ -19,8 +19,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from finetuning import classifier_data, classifier_task, race, squad, squad_features
-from modeling import mpnet, mpnet_models
-from modeling.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import models as mpnet_models
+from modeling.xlnet.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
                              XLNetSquadModel)
 from serving import export, squad_graph, tasks, utf8
 from tests.fuzz_helpers import fuzz_settings

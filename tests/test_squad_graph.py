@@ -213,8 +213,8 @@ def _end_to_end(tmp_path, tokenizer, model, model_type, export=False):
 
 
 def test_end_to_end_xlnet(tmp_path, tok):
-  from modeling.config import XLNetConfig
-  from modeling.models import XLNetSquadModel
+  from modeling.xlnet.config import XLNetConfig
+  from modeling.xlnet.models import XLNetSquadModel
   config = XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                        n_token=tok.vocab_size)
   model = XLNetSquadModel(config, start_n_top=4, end_n_top=3).ensure_built()
@@ -226,7 +226,8 @@ def test_end_to_end_mpnet_wordpiece(tmp_path):
   import re
   import unicodedata
   from data_utils.wordpiece import WordPieceTokenizer
-  from modeling import mpnet, mpnet_models
+  from modeling.mpnet import encoder as mpnet
+  from modeling.mpnet import models as mpnet_models
   plain = lambda w: "".join(c for c in unicodedata.normalize("NFD", w.lower())
                             if not unicodedata.combining(c))
   words = sorted({plain(w) for c in CONTEXTS for w in re.findall(r"\w+", c)})

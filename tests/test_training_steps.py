@@ -16,10 +16,11 @@ import pytest
 import tensorflow as tf
 
 from finetuning.classifier_task import ClassifierConfig, ClassifierTask
-from modeling import mpnet
-from modeling.config import RunConfig, XLNetConfig
+from modeling.mpnet import encoder as mpnet
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
 from training import recipes
-from training.pretrain_task import PretrainConfig, PretrainTask
+from pretraining.task import PretrainConfig, PretrainTask
 from training.stepper import Stepper
 from tests.reference_libs import require
 
@@ -82,9 +83,7 @@ def _twin_gradients(task, weights, batches_and_weights):
 
 
 def _named(model):
-  if hasattr(model, "tf1_variables"):
-    return dict(model.tf1_variables())
-  return {name: entry[0] for name, entry in model.hf_variable_map().items()}
+  return model.reference_variables()
 
 
 def _run_ours(task, batches, xla="off"):

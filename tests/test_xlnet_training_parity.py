@@ -50,9 +50,10 @@ from tests.reference_libs import require
 torch = require("torch")
 transformers = require("transformers")
 
-from modeling.config import RunConfig, XLNetConfig  # noqa: E402
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig  # noqa: E402
 from tests import reference as ref  # noqa: E402
-from training.pretrain_task import PretrainConfig, PretrainTask  # noqa: E402
+from pretraining.task import PretrainConfig, PretrainTask  # noqa: E402
 from training.stepper import Stepper  # noqa: E402
 
 SIZE = dict(n_layer=2, d_model=24, n_head=2, d_head=12, d_inner=40, n_token=40)

@@ -94,17 +94,11 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def reference_names(model):
-  """{variable path: reference name}: the release's TF1 names (XLNet models'
-  `tf1_variables`) or the Hugging Face state-dict names (MPNet models' `hf_variable_map`);
-  a variable with neither keeps its path."""
+  """{variable path: reference name}: the model's `reference_variables()` (XLNet: the release's
+  TF1 names; MPNet: the Hugging Face state-dict names); a variable it does not name keeps its
+  path (as every variable of a model of no family)."""
   names = {}
-  if hasattr(model, "tf1_variables"):
-    pairs = ((name, var) for name, var in model.tf1_variables().items())
-  elif hasattr(model, "hf_variable_map"):
-    pairs = ((name, entry[0]) for name, entry in model.hf_variable_map().items())
-  else:
-    pairs = ()
-  for name, var in pairs:
+  for name, var in getattr(model, "reference_variables", dict)().items():
     names.setdefault(var.path, name)
   return {v.path: names.get(v.path, v.path) for v in model.trainable_variables}
 
@@ -134,7 +128,7 @@ def layer_decay_multipliers(model, decay_rate):
   """
   if decay_rate == 1.0:
     return {}
-  n = getattr(model.config, "n_layer", None) or model.config.num_hidden_layers   # XLNet, MPNet
+  n = model.num_layers
   out = {}
   for var in model.trainable_variables:
     path = var.path

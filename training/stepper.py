@@ -5,8 +5,9 @@ distribution strategy. The step is exactly `Trainer`'s (the task's loss, the XLA
 forward/backward and update, the task's optimizer and recipe, the carried state), so what a
 Stepper shows is what run_pretrain.py / run_classifier.py / ... do.
 
-  from modeling.config import RunConfig, XLNetConfig
-  from training.pretrain_task import PretrainConfig, PretrainTask
+  from modeling.run_config import RunConfig
+  from modeling.xlnet.config import XLNetConfig
+  from pretraining.task import PretrainConfig, PretrainTask
   from training.stepper import Stepper
 
   task = PretrainTask(PretrainConfig(seq_len=8, reuse_len=4, num_predict=2, bsz_per_host=2,
@@ -89,9 +90,7 @@ class Stepper:
     return np.asarray(self._state)
 
   def _named(self):
-    if hasattr(self.model, "tf1_variables"):
-      return dict(self.model.tf1_variables())
-    return {name: entry[0] for name, entry in self.model.hf_variable_map().items()}
+    return self.model.reference_variables()
 
   def weights(self):
     """{reference name: array}: the release's TF1 names (XLNet), Hugging Face names (MPNet,

@@ -1,7 +1,7 @@
 """XLNet weights in and out of the Hugging Face layout (transformers' XLNet* classes).
 
 Hugging Face state-dict names are mapped to the release names each model's `tf1_variables()`
-returns (modeling/checkpoint_names.py), so loading goes through the same checks as a release
+returns (modeling/xlnet/release_names.py), so loading goes through the same checks as a release
 checkpoint (`checkpoint.assign_named`). The correspondence (HF -> release, `transformer.`
 prefix on every class but XLNetModel):
 
@@ -20,16 +20,17 @@ prefix on every class but XLNetModel):
   dense_1}                                the SQuAD head's scopes (ForQuestionAnswering)
 
 Activations: HF's "gelu" is the erf form (ours "gelu_erf"), "gelu_new" the tanh form the
-release calls "gelu" (modeling/config.py HF_ACTIVATIONS). MPNet models export through
-modeling/mpnet.py's Hugging Face names.
+release calls "gelu" (modeling/xlnet/config.py HF_ACTIVATIONS). MPNet's are
+modeling/mpnet/hf.py.
 """
 
 import numpy as np
 
 from data_utils import fileio
-from modeling import checkpoint, checkpoint_names, hf_io, mpnet, mpnet_models, mpnet_pretrain
-from modeling import models
-from modeling.config import HF_ACTIVATIONS, TO_HF_ACTIVATIONS
+from modeling import checkpoint, hf_io
+from modeling.xlnet import release_names as checkpoint_names
+from modeling.xlnet import models
+from modeling.xlnet.config import HF_ACTIVATIONS, TO_HF_ACTIVATIONS
 
 T = checkpoint_names.ENCODER_SCOPE
 PREFIX = "transformer."
@@ -105,24 +106,11 @@ def architecture(model):
     if model.summary_type not in _EXPORTABLE_SUMMARIES:
       raise ValueError(f"--export_hf_dir: summary_type {model.summary_type!r} has no Hugging "
                        f"Face equivalent (one of {', '.join(_EXPORTABLE_SUMMARIES)})")
-  if isinstance(model, models._XLNetModel):
-    c = model.config
-    if c.d_head * c.n_head != c.d_model:
-      raise ValueError(f"--export_hf_dir: Hugging Face's XLNet needs d_head = d_model / n_head "
-                       f"(here {c.d_head} x {c.n_head} != {c.d_model})")
-  for cls, name in ((models.XLNetPretrainModel, "XLNetLMHeadModel"),
-                    (models.XLNetClassifier, "XLNetForSequenceClassification"),
-                    (models.XLNetRaceModel, "XLNetForMultipleChoice"),
-                    (models.XLNetSquadModel, "XLNetForQuestionAnswering"),
-                    (mpnet_pretrain.MPNetPretrainModel, "MPNetForMaskedLM"),
-                    (mpnet_models.MPNetClassifier, "MPNetForSequenceClassification"),
-                    (mpnet_models.MPNetRaceModel, "MPNetForMultipleChoice")):
-    if isinstance(model, cls):
-      return name
-  if isinstance(model, mpnet_models.MPNetSquadModel):
-    raise ValueError("--export_hf_dir: the SQuAD head on MPNet (XLNet's beam head) has no "
-                     "Hugging Face class")
-  raise ValueError(f"--export_hf_dir: no Hugging Face layout for {type(model).__name__}")
+  c = model.config
+  if c.d_head * c.n_head != c.d_model:
+    raise ValueError(f"--export_hf_dir: Hugging Face's XLNet needs d_head = d_model / n_head "
+                     f"(here {c.d_head} x {c.n_head} != {c.d_model})")
+  return model.hf_architecture
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -243,26 +231,10 @@ def hf_config(model, arch, labels=None):
     data.update(summary_type=model.summary_type, summary_use_proj=model.use_proj,
                 summary_activation="tanh", summary_last_dropout=r.dropout)
   if isinstance(model, models.XLNetClassifier):
-    n = 1 if model.regression else model.n_class
-    names = list(labels) if labels and len(labels) == n and not model.regression else \
-        [f"LABEL_{i}" for i in range(n)]
-    data.update(num_labels=n, id2label={str(i): str(v) for i, v in enumerate(names)},
-                label2id={str(v): i for i, v in enumerate(names)},
-                problem_type="regression" if model.regression else "single_label_classification")
+    data.update(hf_io.classifier_keys(model.n_class, model.regression, labels))
   if isinstance(model, models.XLNetSquadModel):
     data.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
   return data
-
-
-def _mpnet_extra(model, labels):
-  if not isinstance(model, mpnet_models.MPNetClassifier):
-    return {}
-  n = 1 if model.regression else model.n_class
-  names = list(labels) if labels and len(labels) == n and not model.regression else \
-      [f"LABEL_{i}" for i in range(n)]
-  return dict(num_labels=n, id2label={str(i): str(v) for i, v in enumerate(names)},
-              label2id={str(v): i for i, v in enumerate(names)},
-              problem_type="regression" if model.regression else "single_label_classification")
 
 
 def export_hf(model, path, log=print, labels=None):
@@ -272,11 +244,6 @@ def export_hf(model, path, log=print, labels=None):
   Returns `path`."""
   arch = architecture(model)
   model.ensure_built()
-  if arch.startswith("MPNet"):
-    mpnet.save_hf_weights(model.hf_variable_map(), model.config, path, arch,
-                          **_mpnet_extra(model, labels))
-    log(f"exported {arch} (Hugging Face layout) to {path}")
-    return path
   variables = model.tf1_variables()
   values = {name: np.asarray(var.numpy(), np.float32) for name, var in variables.items()}
   tensors, exported = {}, set()

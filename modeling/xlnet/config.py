@@ -1,9 +1,7 @@
-"""Model and run configurations.
-
-`XLNetConfig` holds the architecture and reads/writes the released
-`xlnet_config.json` (keys: n_layer, d_model, n_head, d_head, d_inner,
-ff_activation, untie_r, n_token). `RunConfig` holds everything that may change
-between runs of the same weights (dropout, memory, attention type, init).
+"""XLNet's architecture: `XLNetConfig` reads/writes the released `xlnet_config.json` (keys:
+n_layer, d_model, n_head, d_head, d_inner, ff_activation, untie_r, n_token). What may change
+between runs of the same weights (dropout, memory, attention type, init) is
+modeling/run_config.py's `RunConfig`.
 """
 
 import dataclasses
@@ -12,7 +10,6 @@ import json
 from data_utils import fileio
 
 _ACTIVATIONS = ("gelu", "gelu_erf", "relu")
-_ATTN_TYPES = ("bi", "uni")
 # Hugging Face XLNet's ff_activation -> ours (HF's "gelu" is the erf form, the release's the tanh
 # approximation, which HF calls "gelu_new"), and ours -> HF's for export.
 HF_ACTIVATIONS = {"gelu": "gelu_erf", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
@@ -21,7 +18,6 @@ TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_erf": "gelu", "relu": "relu"}
 # transformers' XLNetConfig defaults for the keys we read (used when config.json omits one).
 _HF_DEFAULTS = dict(vocab_size=32000, d_model=1024, n_layer=24, n_head=16, d_inner=4096,
                     ff_activation="gelu", layer_norm_eps=1e-12)
-_INITS = ("normal", "uniform")
 
 
 @dataclasses.dataclass
@@ -118,62 +114,6 @@ class XLNetConfig:
     if path is not None:
       fileio.write_atomic(path, text)
     return text
-
-
-@dataclasses.dataclass
-class RunConfig:
-  """Settings of one run that do not change the weights' shapes.
-
-  Attributes:
-    dropout: dropout on embeddings, attention output, FFN and final output.
-    dropatt: dropout on attention probabilities.
-    mem_len: tokens of memory cached per layer (0 = no memory returned).
-    reuse_len: only the first `reuse_len` tokens of a segment are cached
-      (0 = all of it).
-    bi_data: first half of the batch uses forward relative positions, second
-      half the negated ones (batch must be even).
-    clamp_len: clip relative positions to [-clamp_len, clamp_len] (-1 = off).
-    same_length: (uni only) every query sees the same number of keys.
-    attn_type: "bi" (XLNet pretraining and fine-tuning) or "uni" (causal).
-    init: "normal" or "uniform" initializer for new weights.
-    init_range: half-width of the uniform initializer.
-    init_std: standard deviation of the normal initializer.
-  """
-  dropout: float = 0.1
-  dropatt: float = 0.1
-  mem_len: int = 0
-  reuse_len: int = 0
-  bi_data: bool = False
-  clamp_len: int = -1
-  same_length: bool = False
-  attn_type: str = "bi"
-  init: str = "normal"
-  init_range: float = 0.1
-  init_std: float = 0.02
-
-  def __post_init__(self):
-    if self.attn_type not in _ATTN_TYPES:
-      raise ValueError(f"RunConfig.attn_type must be one of {_ATTN_TYPES}, got {self.attn_type!r}")
-    if self.init not in _INITS:
-      raise ValueError(f"RunConfig.init must be one of {_INITS}, got {self.init!r}")
-    for key in ("dropout", "dropatt"):
-      if not 0.0 <= getattr(self, key) < 1.0:
-        raise ValueError(f"RunConfig.{key} must be in [0, 1), got {getattr(self, key)}")
-    if self.mem_len < 0 or self.reuse_len < 0:
-      raise ValueError("RunConfig.mem_len and reuse_len must be >= 0")
-
-  def initializer(self):
-    import keras  # local: keep config importable without TensorFlow
-    if self.init == "uniform":
-      return keras.initializers.RandomUniform(-self.init_range, self.init_range)
-    return keras.initializers.RandomNormal(stddev=self.init_std)
-
-  @classmethod
-  def from_dict(cls, d):
-    return cls(**d)
-
-  def to_dict(self):
-    return dataclasses.asdict(self)
 
 
 # The released model sizes.

@@ -1,6 +1,6 @@
 """MPNet fine-tuning models: classifier, multiple choice (RACE) and SQuAD.
 
-All read the content stream of modeling/mpnet.py's encoder (fine-tuning has no
+All read the content stream of modeling/mpnet/encoder.py's encoder (fine-tuning has no
 query stream) on rows laid out as `<s> A </s></s> B </s>`, right padded
 (data_utils/layouts.py). Inputs are the dicts the XLNet models take:
 input_ids int [B, L] and input_mask [B, L] (1 on padding); seg_ids are ignored.
@@ -17,9 +17,9 @@ input_ids int [B, L] and input_mask [B, L] (1 on padding); seg_ids are ignored.
 import keras
 import tensorflow as tf
 
-from modeling import mpnet
-from modeling.heads.squad_head import SquadHead
-from modeling.layers import dropout as dropout_lib
+from modeling.mpnet import encoder as mpnet
+from modeling.squad_head import SquadHead
+from modeling import dropout as dropout_lib
 
 
 def _config(config):
@@ -28,6 +28,8 @@ def _config(config):
 
 class _MPNetModel(keras.Model):
   """The encoder, config round trip and Hugging Face weight names."""
+
+  family = "mpnet"   # modeling/families.py
 
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
@@ -63,6 +65,15 @@ class _MPNetModel(keras.Model):
         out[f"{hf_name}.bias"] = (layer.bias, False)
     return out
 
+  def reference_variables(self):
+    """{reference name: variable} (every family's models have this): the Hugging Face
+    state-dict names, in this project's layout (kernels [in, out])."""
+    return {name: entry[0] for name, entry in self.hf_variable_map().items()}
+
+  @property
+  def num_layers(self):
+    return self.config.num_hidden_layers
+
   def hf_heads(self):
     return {}
 
@@ -72,6 +83,7 @@ class _MPNetModel(keras.Model):
 
 class MPNetClassifier(_MPNetModel):
   """Sequence classification / regression on the <s> token."""
+  hf_architecture = "MPNetForSequenceClassification"   # the transformers class of --export_hf_dir
 
   def __init__(self, config, n_class=2, regression=False, **kwargs):
     super().__init__(config, **kwargs)
@@ -94,6 +106,7 @@ class MPNetClassifier(_MPNetModel):
 
 class MPNetRaceModel(_MPNetModel):
   """Multiple choice: inputs [B, C, L] -> logits [B, C]."""
+  hf_architecture = "MPNetForMultipleChoice"   # the transformers class of --export_hf_dir
 
   def __init__(self, config, **kwargs):
     super().__init__(config, **kwargs)
@@ -116,7 +129,9 @@ class MPNetRaceModel(_MPNetModel):
 
 
 class MPNetSquadModel(_MPNetModel):
-  """SQuAD: the outputs of modeling/heads/squad_head.py (cls_index 0 = <s>)."""
+  """SQuAD: the outputs of modeling/squad_head.py (cls_index 0 = <s>)."""
+  hf_architecture = None   # the transformers class of --export_hf_dir
+  hf_missing = "the SQuAD head on MPNet (XLNet's beam head) has no Hugging Face class"
 
   def __init__(self, config, start_n_top=5, end_n_top=5, **kwargs):
     super().__init__(config, **kwargs)

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
-from modeling.layers import dropout as dropout_lib
+from modeling import dropout as dropout_lib
 
 
 def masked_logits(logits, p_mask):

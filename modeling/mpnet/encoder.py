@@ -1,48 +1,23 @@
 """MPNet encoder (BERT-style, post-LN, learned absolute positions + one relative
-position bucket bias shared by all layers), and loading of Hugging Face weights.
+position bucket bias shared by all layers), and its weights' Hugging Face names
+(`hf_variable_map`; reading and writing the files is modeling/mpnet/hf.py).
 
 Shapes: B batch, L tokens, D hidden, H heads, d = D / H.
 Masks follow the project convention: input_mask 1 = padding (blocked).
+
+`MPNetEncoder.layers_` is a list of `MPNetLayer`s; their sublayers keep the names
+(`layer_{i}_q`, ...) and variable paths (`mpnet/layer_{i}_q/kernel`, the checkpoint keys
+of modeling/checkpoint.native_objects) the encoder gave them before the class existed.
 """
 
-import dataclasses
-import json
 import math
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from data_utils import fileio
-from modeling import hf_io
 from modeling import ops
-from modeling.layers import dropout as dropout_lib
-
-
-@dataclasses.dataclass
-class MPNetConfig:
-  """Hugging Face `config.json` keys of MPNet."""
-  vocab_size: int = 30527
-  hidden_size: int = 768
-  num_hidden_layers: int = 12
-  num_attention_heads: int = 12
-  intermediate_size: int = 3072
-  hidden_act: str = "gelu"
-  hidden_dropout_prob: float = 0.1
-  attention_probs_dropout_prob: float = 0.1
-  max_position_embeddings: int = 514
-  relative_attention_num_buckets: int = 32
-  layer_norm_eps: float = 1e-12
-  pad_token_id: int = 1
-
-  @classmethod
-  def from_json(cls, path):
-    data = json.loads(fileio.read_text(path))
-    known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in known})
-
-  def to_dict(self):
-    return dataclasses.asdict(self)
+from modeling.mpnet.config import MPNetConfig
+from modeling import dropout as dropout_lib
 
 
 def relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
@@ -74,6 +49,99 @@ def _gelu(x, kind):
   return tf.nn.relu(x)
 
 
+class MPNetLayer(keras.layers.Layer):
+  """One post-LN (BERT) layer of MPNetEncoder: self-attention, then the feed-forward network.
+
+  Shapes: B batch, T query rows (the content stream's L, or the query stream's c),
+  S keys (the content stream's L), D hidden, H heads, d = D / H, I intermediate.
+
+  The encoder runs it through named methods, not `call`: in two-stream pretraining both
+  streams attend the content stream's keys / values, projected once per layer:
+    k, v = layer.keys_values(h)                                    # [B, H, S, d] each
+    x = layer.post_attention(x, layer.attend(layer.queries(x), k, v, bias, blocked, ...), ...)
+  The dropouts are passed in: the encoder's two are shared by all layers (one seed stream
+  each, drawn in the order of the calls). `call` is the one-stream layer.
+  """
+
+  def __init__(self, config, index, kernel_initializer=None, **kwargs):
+    kwargs.setdefault("name", f"layer_{index}")
+    super().__init__(**kwargs)
+    if isinstance(config, dict):
+      config = MPNetConfig(**config)
+    self.config = c = config
+    self.index = index
+    init = kernel_initializer or keras.initializers.TruncatedNormal(stddev=0.02)
+    dense = lambda units, name: keras.layers.Dense(units, kernel_initializer=init,
+                                                   name=f"layer_{index}_{name}")
+    ln = lambda name: keras.layers.LayerNormalization(epsilon=c.layer_norm_eps,
+                                                      name=f"layer_{index}_{name}")
+    self.q, self.k = dense(c.hidden_size, "q"), dense(c.hidden_size, "k")
+    self.v, self.o = dense(c.hidden_size, "v"), dense(c.hidden_size, "o")
+    self.attn_norm = ln("attention_LayerNorm")
+    self.inter = dense(c.intermediate_size, "intermediate")
+    self.out = dense(c.hidden_size, "output")
+    self.out_norm = ln("output_LayerNorm")
+
+  def build(self, input_shape=None):
+    """Standalone: the variables are named `{self.name}/layer_{i}_q/kernel`, ..."""
+    self.build_sublayers()
+
+  def build_sublayers(self):
+    """Builds the eight sublayers in the current name scope (MPNetEncoder.build calls this,
+    not `build`, which would put this layer's name into its variables' paths)."""
+    d = self.config.hidden_size
+    for layer in (self.q, self.k, self.v, self.o, self.attn_norm, self.inter):
+      layer.build((None, d))
+    self.out.build((None, self.config.intermediate_size))
+    self.out_norm.build((None, d))
+
+  def _split_heads(self, x):
+    """[B, T, D] -> [B, H, T, d]."""
+    c = self.config
+    shape = [tf.shape(x)[0], -1, c.num_attention_heads, c.hidden_size // c.num_attention_heads]
+    return tf.transpose(tf.reshape(x, shape), [0, 2, 1, 3])
+
+  def queries(self, x):
+    """[B, T, D] -> queries [B, H, T, d]."""
+    return self._split_heads(self.q(x))
+
+  def keys_values(self, h):
+    """[B, S, D] -> (keys, values), [B, H, S, d] each."""
+    return self._split_heads(self.k(h)), self._split_heads(self.v(h))
+
+  def attend(self, q, k, v, bias, blocked, attention_dropout, training=False):
+    """Attention context [B, T, D] = merged heads of dropout(softmax(q k^T / sqrt(d) + bias)) v.
+
+    q [B, H, T, d]; k, v [B, H, S, d]; bias [B, H, T, S]; blocked: bool broadcastable to
+    [B, H, T, S], True = blocked, or None; attention_dropout: a modeling/dropout.Dropout.
+    """
+    c = self.config
+    scale = tf.cast(1.0 / math.sqrt(c.hidden_size // c.num_attention_heads), q.dtype)
+    score = tf.matmul(q, k, transpose_b=True) * scale + bias
+    keep = attention_dropout.keep_mask(tf.shape(score), score.dtype, training)
+    ctx = ops.attention_values(score, v, blocked, keep)
+    return tf.reshape(tf.transpose(ctx, [0, 2, 1, 3]), [tf.shape(ctx)[0], -1, c.hidden_size])
+
+  def post_attention(self, x, context, dropout, training=False):
+    """x [B, T, D] the layer's input, context [B, T, D] -> the layer's output [B, T, D]:
+    x = LN(dropout(o(context)) + x); LN(dropout(out(act(inter(x)))) + x)."""
+    x = self.attn_norm(dropout(self.o(context), training=training) + x)
+    inner = _gelu(self.inter(x), self.config.hidden_act)
+    return self.out_norm(dropout(self.out(inner), training=training) + x)
+
+  def call(self, x, bias, blocked, *, dropout, attention_dropout, training=False):
+    """One stream: x [B, L, D] attends itself; bias [B, H, L, L]; blocked as in `attend`
+    (the dropouts by keyword: Keras takes only tensors positionally)."""
+    k, v = self.keys_values(x)
+    ctx = self.attend(self.queries(x), k, v, bias, blocked, attention_dropout, training)
+    return self.post_attention(x, ctx, dropout, training)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(config=self.config.to_dict(), index=self.index)
+    return config
+
+
 class MPNetEncoder(keras.layers.Layer):
   """MPNet's encoder: embeddings + LN, N post-LN layers, shared relative bias."""
 
@@ -84,18 +152,10 @@ class MPNetEncoder(keras.layers.Layer):
       config = MPNetConfig(**config)
     self.config = c = config
     init = keras.initializers.TruncatedNormal(stddev=0.02)
-    dense = lambda units, name: keras.layers.Dense(units, kernel_initializer=init, name=name)
-    ln = lambda name: keras.layers.LayerNormalization(epsilon=c.layer_norm_eps, name=name)
-    self.embedding_norm = ln("embeddings_LayerNorm")
-    self.layers_ = []
-    for i in range(c.num_hidden_layers):
-      self.layers_.append({
-          "q": dense(c.hidden_size, f"layer_{i}_q"), "k": dense(c.hidden_size, f"layer_{i}_k"),
-          "v": dense(c.hidden_size, f"layer_{i}_v"), "o": dense(c.hidden_size, f"layer_{i}_o"),
-          "attn_norm": ln(f"layer_{i}_attention_LayerNorm"),
-          "inter": dense(c.intermediate_size, f"layer_{i}_intermediate"),
-          "out": dense(c.hidden_size, f"layer_{i}_output"),
-          "out_norm": ln(f"layer_{i}_output_LayerNorm")})
+    self.embedding_norm = keras.layers.LayerNormalization(epsilon=c.layer_norm_eps,
+                                                          name="embeddings_LayerNorm")
+    self.layers_ = [MPNetLayer(c, i, kernel_initializer=init)
+                    for i in range(c.num_hidden_layers)]
     self.dropout = dropout_lib.Dropout(c.hidden_dropout_prob)
     self.attention_dropout = dropout_lib.Dropout(c.attention_probs_dropout_prob)
     self._init = init
@@ -111,15 +171,10 @@ class MPNetEncoder(keras.layers.Layer):
     self.relative_attention_bias = self.add_weight(
         name="relative_attention_bias", shape=(c.relative_attention_num_buckets,
                                                c.num_attention_heads), initializer=self._init)
-    d = c.hidden_size
-    self.embedding_norm.build((None, d))
+    self.embedding_norm.build((None, c.hidden_size))
     for layer in self.layers_:
-      for name in ("q", "k", "v", "o"):
-        layer[name].build((None, d))
-      layer["attn_norm"].build((None, d))
-      layer["inter"].build((None, d))
-      layer["out"].build((None, c.intermediate_size))
-      layer["out_norm"].build((None, d))
+      layer.build_sublayers()     # in this scope: paths mpnet/layer_{i}_q/kernel, ...
+      layer.built = True
 
   def position_bias(self, position_ids):
     """[B, H, L, L] bias from the buckets of (key position - query position)."""
@@ -161,34 +216,20 @@ class MPNetEncoder(keras.layers.Layer):
   def _run_layers(self, h, bias, blocked, training, g=None, bias_g=None, blocked_g=None):
     """The N layers over the content stream h [B, T, D] and, optionally, a query
     stream g [B, c, D] that attends h's keys/values with its own bias and mask."""
-    c = self.config
-    dtype = self.compute_dtype
-    heads, d_head = c.num_attention_heads, c.hidden_size // c.num_attention_heads
-    split = lambda x: tf.transpose(tf.reshape(x, [tf.shape(x)[0], -1, heads, d_head]), [0, 2, 1, 3])
-    merge = lambda x: tf.reshape(tf.transpose(x, [0, 2, 1, 3]), [tf.shape(x)[0], -1, c.hidden_size])
-    scale = tf.cast(1.0 / math.sqrt(d_head), dtype)
-
-    def attend(q, k, v, b, mask):
-      score = tf.matmul(q, k, transpose_b=True) * scale + b
-      keep = self.attention_dropout.keep_mask(tf.shape(score), score.dtype, training)
-      return merge(ops.attention_values(score, v, mask, keep))
-
-    def finish(layer, x, ctx):
-      x = layer["attn_norm"](self.dropout(layer["o"](ctx), training=training) + x)
-      inner = _gelu(layer["inter"](x), c.hidden_act)
-      return layer["out_norm"](self.dropout(layer["out"](inner), training=training) + x)
-
+    drop, attn_drop = self.dropout, self.attention_dropout
     for layer in self.layers_:
-      k, v = split(layer["k"](h)), split(layer["v"](h))
-      new_h = finish(layer, h, attend(split(layer["q"](h)), k, v, bias, blocked))
+      k, v = layer.keys_values(h)
+      ctx = layer.attend(layer.queries(h), k, v, bias, blocked, attn_drop, training)
+      new_h = layer.post_attention(h, ctx, drop, training)
       if g is not None:
-        g = finish(layer, g, attend(split(layer["q"](g)), k, v, bias_g, blocked_g))
+        ctx_g = layer.attend(layer.queries(g), k, v, bias_g, blocked_g, attn_drop, training)
+        g = layer.post_attention(g, ctx_g, drop, training)
       h = new_h
     return h, g
 
   def two_stream(self, content_ids, content_pos, query_ids, query_pos, content_mask,
                  query_mask, training=False):
-    """MPNet's pretraining forward (see modeling/mpnet_masks.py).
+    """MPNet's pretraining forward (see modeling/mpnet/masks.py).
 
     Args:
       content_ids, content_pos: int [B, T] tokens and positions of the content
@@ -235,48 +276,13 @@ def hf_variable_map(encoder):
          "encoder.relative_attention_bias.weight": (encoder.relative_attention_bias, False)}
   for i, layer in enumerate(encoder.layers_):
     p = f"encoder.layer.{i}"
-    names = {"q": "attention.attn.q", "k": "attention.attn.k", "v": "attention.attn.v",
-             "o": "attention.attn.o", "inter": "intermediate.dense", "out": "output.dense"}
-    for key, hf in names.items():
-      out[f"{p}.{hf}.weight"] = (layer[key].kernel, True)
-      out[f"{p}.{hf}.bias"] = (layer[key].bias, False)
-    for key, hf in (("attn_norm", "attention.LayerNorm"), ("out_norm", "output.LayerNorm")):
-      out[f"{p}.{hf}.weight"] = (layer[key].gamma, False)
-      out[f"{p}.{hf}.bias"] = (layer[key].beta, False)
+    dense = ((layer.q, "attention.attn.q"), (layer.k, "attention.attn.k"),
+             (layer.v, "attention.attn.v"), (layer.o, "attention.attn.o"),
+             (layer.inter, "intermediate.dense"), (layer.out, "output.dense"))
+    for sub, hf in dense:
+      out[f"{p}.{hf}.weight"] = (sub.kernel, True)
+      out[f"{p}.{hf}.bias"] = (sub.bias, False)
+    for sub, hf in ((layer.attn_norm, "attention.LayerNorm"), (layer.out_norm, "output.LayerNorm")):
+      out[f"{p}.{hf}.weight"] = (sub.gamma, False)
+      out[f"{p}.{hf}.bias"] = (sub.beta, False)
   return out
-
-
-def load_hf_weights(encoder, model_dir):
-  """Loads HF MPNet weights (prefix `mpnet.` tolerated) into `encoder`; returns unused names."""
-  weights = hf_io.read_weights(model_dir)
-  weights = {k[len("mpnet."):] if k.startswith("mpnet.") else k: v for k, v in weights.items()}
-  if not encoder.built:
-    encoder(tf.zeros([1, 2], tf.int32))
-  mapping = hf_variable_map(encoder)
-  missing = [k for k in mapping if k not in weights]
-  if missing:
-    raise ValueError(f"{model_dir}: missing {len(missing)} weights: {', '.join(missing[:5])}")
-  for name, (var, transpose) in mapping.items():
-    value = np.asarray(weights[name], np.float32)
-    value = value.T if transpose else value
-    if tuple(value.shape) != tuple(var.shape):
-      raise ValueError(f"{model_dir}: {name} has shape {list(value.shape)}, "
-                       f"the model {list(var.shape)}")
-    var.assign(value)
-  return sorted(set(weights) - set(mapping))
-
-
-def save_hf_weights(variable_map, config, model_dir, architecture="MPNetModel", **extra):
-  """Writes `config.json` + `model.safetensors` in the Hugging Face layout (atomically).
-
-  variable_map: {state-dict name: (variable, transpose?)}, e.g. hf_variable_map(encoder)
-  with names prefixed as the architecture expects; extra: more config.json keys
-  (num_labels, ...). Hugging Face's MPNet classes and load_hf_weights read the result.
-  """
-  tensors = {}
-  for name, (var, transpose) in variable_map.items():
-    value = np.asarray(var.numpy(), np.float32)
-    tensors[name] = value.T if transpose else value
-  data = dict(config.to_dict(), model_type="mpnet", architectures=[architecture],
-              bos_token_id=0, eos_token_id=2, **extra)
-  return hf_io.write_model_dir(model_dir, tensors, data)

@@ -10,13 +10,14 @@ Inputs are dicts of tensors (shapes in `modeling/ops.py`'s glossary):
 import keras
 import tensorflow as tf
 
-from modeling import checkpoint_names as names
-from modeling.config import RunConfig, XLNetConfig
-from modeling.heads.classification_head import ClassificationHead
-from modeling.heads.lm_head import LMHead
-from modeling.heads.sequence_summary import SequenceSummary
-from modeling.heads.squad_head import SquadHead
-from modeling.xlnet_encoder import XLNetEncoder
+from modeling.xlnet import release_names as names
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.classification_head import ClassificationHead
+from modeling.xlnet.lm_head import LMHead
+from modeling.xlnet.sequence_summary import SequenceSummary
+from modeling.squad_head import SquadHead
+from modeling.xlnet.encoder import XLNetEncoder
 
 
 def _configs(config, run_config):
@@ -29,6 +30,8 @@ def _configs(config, run_config):
 
 class _XLNetModel(keras.Model):
   """Shared plumbing: the encoder, config round trip, checkpoint names."""
+
+  family = "xlnet"   # modeling/families.py
 
   def __init__(self, config, run_config=None, **kwargs):
     super().__init__(**kwargs)
@@ -53,6 +56,15 @@ class _XLNetModel(keras.Model):
     """{release variable name: variable} for every weight of this model."""
     raise NotImplementedError
 
+  def reference_variables(self):
+    """{reference name: variable}, the names other code compares and decays by (every
+    family's models have this): the release's TF1 names."""
+    return dict(self.tf1_variables())
+
+  @property
+  def num_layers(self):
+    return self.config.n_layer
+
   def dummy_inputs(self, batch=2, seq_len=4):
     """Tiny inputs that create every variable (batch 2 suits bi_data)."""
     return {"input_ids": tf.zeros([batch, seq_len], tf.int32),
@@ -73,14 +85,16 @@ class _XLNetModel(keras.Model):
 class XLNetPretrainModel(_XLNetModel):
   """Encoder + tied LM head (+ an optional next-sentence head).
 
-  call(inputs, mems, training, objective):
-    "plm": two-stream; logits [B, P, V] from the query stream at target_mapping.
-    "mlm": content stream only (inputs already corrupted); logits [B, P, V] of
-      the content stream gathered at target_mapping.
+  call(inputs, mems, training, query_stream):
+    query_stream=True (plm): two-stream; logits [B, P, V] from the query stream at
+      target_mapping.
+    query_stream=False (mlm): content stream only (inputs already corrupted); logits
+      [B, P, V] of the content stream gathered at target_mapping.
     Without a target_mapping: logits [B, L, V] of the content stream.
   Also returns "hidden" (what the LM head read), "content_output", "new_mems"
   [N, B, M', D] when mem_len > 0, and "nsp_logits" [B, 2] with nsp=True.
   """
+  hf_architecture = "XLNetLMHeadModel"   # the transformers class of --export_hf_dir
 
   def __init__(self, config, run_config=None, nsp=False, **kwargs):
     super().__init__(config, run_config, **kwargs)
@@ -90,9 +104,9 @@ class XLNetPretrainModel(_XLNetModel):
       self.nsp_summary = self._summary("last", True, name="nsp_summary")
       self.nsp_head = ClassificationHead(2, kernel_initializer=self.initializer, name="nsp_head")
 
-  def call(self, inputs, mems=None, training=False, objective="plm"):
+  def call(self, inputs, mems=None, training=False, query_stream=True):
     mapping = inputs.get("target_mapping")
-    if objective == "mlm" and mapping is not None:
+    if not query_stream and mapping is not None:   # predict from the content stream
       inputs = {k: v for k, v in inputs.items() if k not in ("target_mapping", "perm_mask")}
     out = self.encode(inputs, mems, training)
     if "query_output" in out:
@@ -124,6 +138,7 @@ class XLNetPretrainModel(_XLNetModel):
 
 class XLNetClassifier(_XLNetModel):
   """Sequence summary + logits: [B, n_class] (regression: [B])."""
+  hf_architecture = "XLNetForSequenceClassification"   # the transformers class of --export_hf_dir
 
   def __init__(self, config, run_config=None, n_class=2, task_name="task", regression=False,
                summary_type="last", use_proj=True, **kwargs):
@@ -152,6 +167,7 @@ class XLNetClassifier(_XLNetModel):
 
 class XLNetSquadModel(_XLNetModel):
   """SQuAD: see SquadHead for the outputs."""
+  hf_architecture = "XLNetForQuestionAnswering"   # the transformers class of --export_hf_dir
 
   def __init__(self, config, run_config=None, start_n_top=5, end_n_top=5, **kwargs):
     super().__init__(config, run_config, **kwargs)
@@ -181,6 +197,7 @@ class XLNetSquadModel(_XLNetModel):
 class XLNetRaceModel(_XLNetModel):
   """Multiple choice: each of C (context, question+option) rows scored by
   summary + dense(1); returns logits [B, C]."""
+  hf_architecture = "XLNetForMultipleChoice"   # the transformers class of --export_hf_dir
 
   def __init__(self, config, run_config=None, summary_type="last", use_proj=True, **kwargs):
     super().__init__(config, run_config, **kwargs)

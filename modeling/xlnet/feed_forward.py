@@ -4,10 +4,10 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
-from modeling.layers import dropout as dropout_lib
+from modeling import dropout as dropout_lib
 
 # "gelu" is the release's tanh approximation; "gelu_erf" the exact (erf) form, which is what
-# Hugging Face's XLNet calls "gelu" (modeling/hf_xlnet.py maps the names).
+# Hugging Face's XLNet calls "gelu" (modeling/xlnet/hf.py maps the names).
 ACTIVATIONS = ("gelu", "gelu_erf", "relu")
 
 

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
-from modeling.layers import dropout as dropout_lib
+from modeling import dropout as dropout_lib
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
 

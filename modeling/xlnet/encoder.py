@@ -7,9 +7,10 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
-from modeling.config import RunConfig, XLNetConfig
-from modeling.layers.xlnet_block import XLNetBlock
-from modeling.layers import dropout as dropout_lib
+from modeling.run_config import RunConfig
+from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet.block import XLNetBlock
+from modeling import dropout as dropout_lib
 
 
 class XLNetEncoder(keras.layers.Layer):

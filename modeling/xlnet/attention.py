@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from modeling import ops
-from modeling.layers import dropout as dropout_lib
+from modeling import dropout as dropout_lib
 
 
 class TwoStreamRelativeAttention(keras.layers.Layer):

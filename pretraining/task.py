@@ -1,14 +1,9 @@
-"""XLNet pretraining as a task of the shared trainer: objectives plm, mlm and mpnet.
+"""Pretraining as a task of the shared trainer: the records, the carried state, the seeds and
+the LM loss, the same for every objective; what differs (the model, its inputs, extra losses,
+the export) is the objective's (pretraining/plm.py, mlm.py, mpnet.py; plm, mlm, mpnet).
 
-plm: the two-stream permutation LM on the stored factorization order.
-mlm: "DAE + Transformer-XL" of the XLNet ablation: the stored target positions
-     are corrupted BERT-style (80% <mask>, 10% random token, 10% kept; seeded,
-     stateless, so a resumed run draws the same), predicted from the content
-     stream; no permutation.
-mpnet: MPNet (modeling/mpnet_pretrain.py) on the same records, with the ablation
-     switches mpnet_mode (mpnet / plm / mlm) and mpnet_permute.
-plm and mlm carry the memory of each batch lane from step to step, and can add a
-next-sentence loss on the stored A/B label (--nsp_weight).
+The memory of each batch lane is carried from step to step when the run config has one
+(mem_len > 0; the XLNet objectives).
 """
 
 import dataclasses
@@ -17,12 +12,11 @@ import tensorflow as tf
 
 from data_utils import fileio
 from data_utils import pipeline
-from data_utils.tokenization import MASK_ID
-from modeling import checkpoint, hf_xlnet, losses, mpnet, mpnet_pretrain
-from modeling.models import XLNetPretrainModel
+from modeling import families, losses
+from pretraining import objectives
 from training.task import OptimizerConfig, Task
 
-OBJECTIVES = ("plm", "mlm", "mpnet")
+OBJECTIVES = objectives.NAMES
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -49,15 +43,12 @@ class PretrainTask(Task):
 
   @property
   def family(self):
-    return "mpnet" if self.config.objective == "mpnet" else "xlnet"
+    return self.objective.family
 
   def __init__(self, config, model_config, run_config, init_checkpoint=None, export_hf_dir=None):
-    if config.objective not in OBJECTIVES:
-      raise ValueError(f"--objective must be one of {OBJECTIVES}, got {config.objective!r}")
-    self.mpnet = config.objective == "mpnet"
-    if self.mpnet:   # MPNet: no memory; the model config is an MPNetConfig
-      run_config = dataclasses.replace(run_config, mem_len=0)
-    vocab = model_config.vocab_size if self.mpnet else model_config.n_token
+    self.objective = objectives.get(config.objective)
+    run_config = self.objective.run_config(run_config)
+    vocab = families.get(self.family).vocab_size(model_config)
     if run_config.mem_len and run_config.reuse_len != config.reuse_len:
       run_config = dataclasses.replace(run_config, reuse_len=config.reuse_len)
     run_config = dataclasses.replace(run_config, bi_data=config.bi_data)
@@ -76,13 +67,11 @@ class PretrainTask(Task):
     self.vocab_size = vocab
     self.export_hf_dir = export_hf_dir
     if export_hf_dir:   # a config Hugging Face cannot hold fails now, not after training
-      hf_xlnet.architecture(self.build_model())
+      families.hf_architecture(self.build_model())
 
   # ---- model and optimizer -----------------------------------------------------------
   def build_model(self):
-    if self.mpnet:
-      return mpnet_pretrain.MPNetPretrainModel(self.model_config, mode=self.config.mpnet_mode)
-    return XLNetPretrainModel(self.model_config, self.run_config, nsp=self.config.nsp_weight > 0)
+    return self.objective.build_model(self)
 
   # ---- data and state ----------------------------------------------------------------
   def dataset(self, input_context, skip_batches=0):
@@ -116,23 +105,12 @@ class PretrainTask(Task):
     return [self.model_config.n_layer, self.per_replica, mem, self.model_config.d_model]
 
   # ---- the objective -------------------------------------------------------------------
-  def _seed(self, step):
+  def step_seed(self, step):
     """A stateless seed per (run seed, replica, step): resumed runs draw the same."""
     replica = tf.distribute.get_replica_context()
     replica_id = tf.cast(replica.replica_id_in_sync_group if replica else 0, tf.int64)
     return tf.stack([tf.cast(self.config.seed, tf.int64) * 1_000_003 + replica_id,
                      tf.cast(step, tf.int64)])
-
-  def _corrupt(self, batch, step):
-    """BERT's 80/10/10 at the target positions, from a stateless seeded draw.
-    Returns (corrupted ids [B, L], kind [B, L]: mpnet_pretrain.MASKED / RANDOM / KEPT)."""
-    ids = batch["input_ids"]
-    kind, random_ids = mpnet_pretrain.corruption(tf.shape(ids), self._seed(step),
-                                                 self.model_config.n_token)
-    target = batch["input_q"] > 0
-    corrupted = tf.where(kind == mpnet_pretrain.MASKED, MASK_ID,
-                         tf.where(kind == mpnet_pretrain.RANDOM, random_ids, ids))
-    return tf.where(target, corrupted, ids), tf.where(target, kind, mpnet_pretrain.KEPT)
 
   def predict(self, model, batch, state, step, training=True):
     """The objective's forward pass on one batch of the input pipeline.
@@ -142,21 +120,7 @@ class PretrainTask(Task):
     "query_pos" [B, P] (positions of the predictions, MPNet) and "kind" (80/10/10 draw of
     each prediction's input copy: [B, P] for MPNet, [B, L] for mlm).
     """
-    c = self.config
-    if self.mpnet:
-      inputs = mpnet_pretrain.build_inputs(
-          batch["input_ids"], batch["is_masked"], batch["rank"], c.num_predict, self._seed(step),
-          mode=c.mpnet_mode, permute=c.mpnet_permute, vocab_size=self.vocab_size)
-      extra = {"query_pos": inputs["query_pos"], "kind": inputs["kind"]}
-      return model(inputs, training=training), inputs["targets"], None, extra, state
-    mems = state if self.run_config.mem_len else None
-    inputs, extra = dict(batch), {}
-    if c.objective == "mlm":
-      inputs["input_ids"], extra["kind"] = self._corrupt(batch, step)
-    out = model(inputs, mems=mems, training=training, objective=c.objective)
-    extra["nsp_logits"] = out.get("nsp_logits")
-    new_state = out["new_mems"] if self.run_config.mem_len else state
-    return out["logits"], batch["target"], batch["target_mask"], extra, new_state
+    return self.objective.predict(self, model, batch, state, step, training)
 
   def loss(self, model, batch, state, step, training=True):
     logits, target, target_mask, extra, new_state = self.predict(model, batch, state, step,
@@ -164,24 +128,12 @@ class PretrainTask(Task):
     lm = losses.lm_loss(logits, target, target_mask)
     metrics = {"lm_loss": lm}
     total = lm
-    if not self.mpnet and self.config.nsp_weight > 0:
-      nsp = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          labels=batch["label"], logits=tf.cast(extra["nsp_logits"], tf.float32)))
-      metrics["nsp_loss"] = nsp
-      total = total + self.config.nsp_weight * nsp
+    for name, value, weight in self.objective.extra_losses(self, batch, extra):
+      metrics[name] = value
+      total = total + weight * value
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def on_end(self, model, model_dir, log):
     if self.export_hf_dir:   # XLNetLMHeadModel / MPNetForMaskedLM
-      hf_xlnet.export_hf(model, self.export_hf_dir, log)
-    export = fileio.join(model_dir, "export")
-    if self.mpnet:
-      mpnet.save_hf_weights(model.hf_variable_map(), self.model_config, export,
-                            "MPNetForMaskedLM")
-      log(f"exported MPNet in the Hugging Face layout: {export}/config.json + model.safetensors")
-      return
-    fileio.makedirs(export)
-    self.model_config.to_json(fileio.join(export, "xlnet_config.json"))
-    path = checkpoint.save_tf1_checkpoint(model, fileio.join(export, "xlnet_model.ckpt"))
-    log(f"exported the model under the release's variable names: {path} (+ xlnet_config.json)")
-
+      families.export_hf(model, self.export_hf_dir, log)
+    self.objective.export(self, model, fileio.join(model_dir, "export"), log)

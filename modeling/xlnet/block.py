@@ -2,8 +2,8 @@
 
 import keras
 
-from modeling.layers.feed_forward import PositionwiseFeedForward
-from modeling.layers.relative_attention import TwoStreamRelativeAttention
+from modeling.xlnet.feed_forward import PositionwiseFeedForward
+from modeling.xlnet.attention import TwoStreamRelativeAttention
 
 
 class XLNetBlock(keras.layers.Layer):

@@ -4,7 +4,7 @@ The records' targets are MPNet's predicted set (c tokens) and their stored
 factorization ranks the order of the predictions; the non-predicted tokens come
 first in position order (they all see each other, so their order is irrelevant).
 The c predicted tokens are copied as mask tokens with BERT's 80/10/10 (seeded,
-stateless). Modes: see modeling/mpnet_masks.py; permute=False keeps the
+stateless). Modes: see modeling/mpnet/masks.py; permute=False keeps the
 predictions in position order ("- permutation" of the ablation).
 All shapes static; everything compiles with XLA.
 """
@@ -12,7 +12,8 @@ All shapes static; everything compiles with XLA.
 import keras
 import tensorflow as tf
 
-from modeling import mpnet, mpnet_masks
+from modeling.mpnet import encoder as mpnet
+from modeling.mpnet import masks as mpnet_masks
 
 MASK_ID = 6
 MASKED, RANDOM, KEPT = 0, 1, 2     # BERT's 80/10/10: what an input copy of a prediction holds
@@ -89,6 +90,9 @@ class MPNetLMHead(keras.layers.Layer):
 class MPNetPretrainModel(keras.Model):
   """Encoder + LM head; call(inputs from build_inputs) -> logits [B, c, V]."""
 
+  family = "mpnet"   # modeling/families.py
+  hf_architecture = "MPNetForMaskedLM"
+
   def __init__(self, config, mode="mpnet", **kwargs):
     super().__init__(**kwargs)
     self.config, self.mode = config, mode
@@ -115,7 +119,6 @@ class MPNetPretrainModel(keras.Model):
           inputs["content_mask"], inputs["query_mask"], training=training)
     return self.lm_head(hidden, self.encoder.word_embeddings)
 
-
   def hf_variable_map(self):
     """Hugging Face MPNetForMaskedLM state-dict names (decoder tied to the embeddings)."""
     out = {f"mpnet.{k}": v for k, v in mpnet.hf_variable_map(self.encoder).items()}
@@ -127,3 +130,12 @@ class MPNetPretrainModel(keras.Model):
                 "lm_head.decoder.weight": (self.encoder.word_embeddings, False),
                 "lm_head.bias": (head.bias, False)})
     return out
+
+  def reference_variables(self):
+    """{reference name: variable} (every family's models have this): the Hugging Face
+    state-dict names, in this project's layout (kernels [in, out])."""
+    return {name: entry[0] for name, entry in self.hf_variable_map().items()}
+
+  @property
+  def num_layers(self):
+    return self.config.num_hidden_layers

@@ -1,0 +1,51 @@
+"""The contract of a pretraining objective (pretraining/task.py calls these, nothing else).
+
+An objective is one module of this package and one line in its registry (__init__.py). It
+decides the model, the model's inputs from a batch of the records, the predictions the LM loss
+scores, any extra loss, and the export; the task around it owns the records, the carried
+state, the seeds and the optimizer, the same for every objective.
+
+Shapes: B rows per replica, L tokens, P predictions per row, V vocabulary.
+"""
+
+import abc
+import dataclasses
+
+
+class Objective(abc.ABC):
+  """One pretraining objective (--objective=NAME)."""
+
+  name = None           # the --objective value
+  family = "xlnet"      # the model family it trains (modeling/families.py): config, recipes
+  carries_memory = True     # Transformer-XL memory from step to step (when --mem_len > 0)
+  exports_encoder = False   # run_pretrain.py --sp_model writes a SavedModel on raw text
+
+  def run_config(self, run_config):
+    """The RunConfig the model is built with: no memory for an objective that carries none."""
+    return run_config if self.carries_memory else dataclasses.replace(run_config, mem_len=0)
+
+  @abc.abstractmethod
+  def build_model(self, task):
+    """A fresh model for `task` (its model_config, run_config and config)."""
+
+  @abc.abstractmethod
+  def predict(self, task, model, batch, state, step, training=True):
+    """The forward pass on one batch of the input pipeline (data_utils/pipeline.expand).
+
+    Returns (logits [B, P, V], target [B, P], target_mask [B, P] or None, extra, new_state);
+    `extra` holds what an analysis needs to know which inputs each prediction could see
+    ("query_pos" [B, P], "kind": the 80/10/10 draw of each prediction's input copy).
+    """
+
+  def extra_losses(self, task, batch, extra):
+    """[(metric name, loss, weight)] added to the LM loss (none by default)."""
+    del task, batch, extra
+    return []
+
+  @abc.abstractmethod
+  def export(self, task, model, export_dir, log):
+    """Writes the trained model to `export_dir` in the format its users load."""
+
+  def export_encoder(self, task, model_dir, sp_model, uncased=False, log=print):
+    """With exports_encoder: MODEL_DIR/export/saved_model, the encoder on raw text."""
+    raise NotImplementedError(f"--objective={self.name} exports no encoder SavedModel")

@@ -1,0 +1,66 @@
+"""plm: XLNet's permutation language model, the two-stream attention on the records' stored
+factorization order (perm_mask [B, L, L], target_mapping [B, P, L]); the query stream predicts
+the targets. The XLNet objectives (this and mlm.py) share the model (XLNetPretrainModel), the
+Transformer-XL memory carried per batch lane, the optional next-sentence loss on the stored A/B
+label (--nsp_weight) and the export under the release's variable names.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from data_utils import fileio
+from data_utils.tokenization import Tokenizer
+from modeling import checkpoint
+from modeling.xlnet.models import XLNetPretrainModel
+from pretraining import objective
+from serving import tasks as serving_tasks
+
+
+class PLM(objective.Objective):
+  name = "plm"
+  family = "xlnet"
+  exports_encoder = True
+  query_stream = True    # predictions from the query stream (mlm: from the content stream)
+
+  def build_model(self, task):
+    return XLNetPretrainModel(task.model_config, task.run_config, nsp=task.config.nsp_weight > 0)
+
+  def model_inputs(self, task, batch, step):
+    """(the model's inputs, extra) from a batch: the batch as it is."""
+    del task, step
+    return dict(batch), {}
+
+  def predict(self, task, model, batch, state, step, training=True):
+    mems = state if task.run_config.mem_len else None
+    inputs, extra = self.model_inputs(task, batch, step)
+    out = model(inputs, mems=mems, training=training, query_stream=self.query_stream)
+    extra["nsp_logits"] = out.get("nsp_logits")
+    new_state = out["new_mems"] if task.run_config.mem_len else state
+    return out["logits"], batch["target"], batch["target_mask"], extra, new_state
+
+  def extra_losses(self, task, batch, extra):
+    if task.config.nsp_weight <= 0:
+      return []
+    nsp = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=batch["label"], logits=tf.cast(extra["nsp_logits"], tf.float32)))
+    return [("nsp_loss", nsp, task.config.nsp_weight)]
+
+  def export(self, task, model, export_dir, log):
+    """xlnet_config.json + xlnet_model.ckpt under the release's variable names."""
+    fileio.makedirs(export_dir)
+    task.model_config.to_json(fileio.join(export_dir, "xlnet_config.json"))
+    path = checkpoint.save_tf1_checkpoint(model, fileio.join(export_dir, "xlnet_model.ckpt"))
+    log(f"exported the model under the release's variable names: {path} (+ xlnet_config.json)")
+
+  def export_encoder(self, task, model_dir, sp_model, uncased=False, log=print):
+    """MODEL_DIR/export/saved_model: the encoder of the finished run (read back from its
+    release-named export, run without memory, bi_data or dropout) on raw text."""
+    run_config = dataclasses.replace(task.run_config, bi_data=False, mem_len=0, reuse_len=0,
+                                     dropout=0.0, dropatt=0.0)
+    model = XLNetPretrainModel(task.model_config, run_config)
+    export_root = fileio.join(model_dir, "export")
+    checkpoint.load_tf1_checkpoint(model, fileio.join(export_root, "xlnet_model.ckpt"))
+    return serving_tasks.export_encoder(model, Tokenizer(sp_model, lower=uncased),
+                                        task.config.seq_len,
+                                        fileio.join(export_root, "saved_model"), log)

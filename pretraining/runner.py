@@ -1,0 +1,50 @@
+"""run_pretrain.py's run: the records' parameters resolved from the flags, the task of the
+objective, the shared trainer, the exports (the chief's)."""
+
+import dataclasses
+
+from data_utils import fileio
+from data_utils import pipeline
+from data_utils import record_format
+from modeling import families
+from modeling import flags as model_flags
+from pretraining import objectives
+from pretraining.flags import RECORD_FLAGS
+from pretraining.task import PretrainConfig, PretrainTask
+from training import distribution
+from training import flags as training_flags
+from training import trainer as trainer_lib
+
+
+def run(f, model_dir, strategy):
+  """Pretrains with the flags `f` (run_pretrain.py's) into `model_dir` under `strategy`."""
+  objective = objectives.get(f.objective)
+  family = families.get(objective.family)   # mpnet: a Hugging Face style MPNet config.json
+  model_config = family.config_from_json(f.model_config_path)
+  resolved = record_format.resolve_training_params(
+      f.record_dir, vocab_size=family.vocab_size(model_config),
+      **{name: f[name].value for name in RECORD_FLAGS if f[name].present})
+  if resolved.from_records:
+    print(resolved.summary(), flush=True)
+  record = {name: resolved.values[name] for name in RECORD_FLAGS}
+  run_config = dataclasses.replace(model_flags.run_config_from_flags(f),   # the memory's too
+                                   reuse_len=record["reuse_len"], bi_data=record["bi_data"])
+  config = PretrainConfig(
+      record_dir=f.record_dir, **record,
+      objective=f.objective, nsp_weight=f.nsp_weight, mpnet_mode=f.mpnet_mode,
+      mpnet_permute=f.mpnet_permute,
+      seed=f.seed, **training_flags.optimizer_kwargs(f),
+      num_hosts=f.num_hosts or 1, verify_records=f.verify_records)
+  task = PretrainTask(config, model_config, run_config, f.init_checkpoint,
+                      export_hf_dir=f.export_hf_dir)   # written by the chief only
+  if not distribution.is_chief(strategy):
+    task.export_hf_dir = None
+  distribution.num_hosts(strategy, config.num_core_per_host, f.num_hosts)
+  fileio.makedirs(model_dir)
+  trainer = trainer_lib.Trainer(task, strategy, model_dir, f.train_steps, f.steps_per_loop,
+                                f.save_every, f.keep_checkpoints, f.xla,
+                                checkpoint_state=f.checkpoint_memory)
+  with pipeline.named_record_errors(f.record_dir):   # tf.data names no file
+    trainer.train()
+  if f.sp_model and objective.exports_encoder and distribution.is_chief(strategy):
+    objective.export_encoder(task, model_dir, f.sp_model, f.uncased)
