@@ -1,8 +1,7 @@
-"""Checkpoints: the release's TF1 name-based format (read and write) and native TF2.
-
-A TF1 checkpoint maps release names (see checkpoint_names.py) to arrays; we
-read it with `tf.train.load_checkpoint` and write it with the SaveV2 op, the
-same on-disk format the original `tf.train.Saver` reads.
+"""Checkpoints, for every family: files checked and read with one-line errors (`resolve`,
+`check_files`, `read_checkpoint`, `reader`, `read_errors`), native TF2 checkpoints keyed by
+variable path, a fine-tuning run's best/ (`read_best`), `LoadReport`. The release's TF1
+name-based format is XLNet's: modeling/xlnet/release_checkpoint.py.
 """
 
 import contextlib
@@ -10,13 +9,9 @@ import dataclasses
 import json
 import re
 
-import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
-from modeling.xlnet import release_names as checkpoint_names
-
-_TF1_PROBE = f"{checkpoint_names.ENCODER_SCOPE}/word_embedding/lookup_table"
 
 
 @dataclasses.dataclass
@@ -93,7 +88,7 @@ def _tf_reason(error):
 
 
 @contextlib.contextmanager
-def _read_errors(prefix, hint=""):
+def read_errors(prefix, hint=""):
   """TensorFlow's errors while reading checkpoint `prefix` (DataLossError: checksum; IndexError:
   data shorter than the index says; OpError: not an sstable, a missing file, ...) become one
   ValueError line naming the file."""
@@ -123,7 +118,7 @@ def read_checkpoint(checkpoint, prefix, others=None, partial=False):
     hint = (f"delete {prefix}.* to resume from {fileio.basename(older[-1])}" if older else
             f"delete {fileio.dirname(prefix)} to start afresh")
   check_files(prefix, hint)
-  with _read_errors(prefix, hint):
+  with read_errors(prefix, hint):
     status = checkpoint.read(prefix)
   if partial:
     status.expect_partial()
@@ -136,108 +131,11 @@ def read_checkpoint(checkpoint, prefix, others=None, partial=False):
   return status
 
 
-def _reader(prefix):
+def reader(prefix):
   # The reader itself, not tf.train.load_checkpoint: that first asks gfile whether the prefix is
   # a directory, which TF's ram:// answers True for `x.ckpt` beside `x.ckpt.index`.
-  with _read_errors(prefix):
+  with read_errors(prefix):
     return tf.compat.v1.train.NewCheckpointReader(prefix)
-
-
-def is_tf1_checkpoint(path):
-  return _reader(resolve(path)).has_tensor(_TF1_PROBE)
-
-
-def load_tf1_checkpoint(model, path, require_all=False):
-  """Loads a release-named checkpoint into `model` (built if needed).
-
-  Encoder variables must all be present (mask_emb may be missing); heads and
-  the LM bias may be missing unless `require_all`, and are then left as
-  initialised (the report lists them). Any mis-shaped variable is an error.
-  Raises ValueError naming the file and the offending variables.
-  """
-  path = resolve(path)
-  model.ensure_built()
-  reader = _reader(path)
-  shapes = reader.get_variable_to_shape_map()
-  report = assign_named(model, shapes, reader.get_tensor, path, require_all,
-                        reading=lambda: _read_errors(path))
-  report.unused = [n for n in report.unused if n != "global_step" and not _is_optimizer_slot(n)]
-  return report
-
-
-def assign_named(model, shapes, read, source, require_all=False, reading=None,
-                 label=lambda name: name):
-  """Assigns arrays named as the release to `model.tf1_variables()` (the model built).
-
-  Args:
-    shapes: {release name: shape} of what the source holds.
-    read: release name -> array.
-    source: the file (or directory) named in errors.
-    require_all: every variable must be there, heads included (else only the encoder's,
-      mask_emb excepted).
-    reading: a context manager factory around the reads (turns read errors into lines).
-    label: release name -> the name shown in errors (the source's own naming).
-  Returns a LoadReport; raises ValueError naming `source` when required variables are missing
-  or any is mis-shaped (nothing is assigned then).
-  """
-  variables = model.tf1_variables()
-  missing, misshaped, present = [], [], []
-  for name, var in variables.items():
-    if name not in shapes:
-      missing.append(name)
-    elif tuple(shapes[name]) != tuple(var.shape):
-      misshaped.append(f"{label(name)} (checkpoint {list(shapes[name])}, "
-                       f"model {list(var.shape)})")
-    else:
-      present.append(name)
-  required = [n for n in missing if require_all or (
-      n.startswith(checkpoint_names.ENCODER_SCOPE + "/")
-      and n not in checkpoint_names.OPTIONAL_ENCODER_NAMES)]
-  problems = []
-  if required:
-    problems.append(f"missing {len(required)}: {', '.join(label(n) for n in required[:6])}"
-                    + (", ..." if len(required) > 6 else ""))
-  if misshaped:
-    hint = " (untie_r or the config differs?)" if any("_bias" in m for m in misshaped) else ""
-    problems.append(f"wrong shape: {'; '.join(misshaped[:6])}{hint}")
-  if problems:
-    raise ValueError(f"{source}: checkpoint does not fit the model: " + " | ".join(problems))
-  with (reading() if reading else contextlib.nullcontext()):   # a bad file raises here
-    for name in present:
-      var = variables[name]
-      var.assign(np.asarray(read(name)).astype(var.dtype))
-  unused = sorted(set(shapes) - set(variables))
-  return LoadReport(loaded=present, fresh=missing, unused=unused)
-
-
-def _is_optimizer_slot(name):
-  return name.endswith(("/adam_m", "/adam_v", "/Adam", "/Adam_1")) or name.startswith("beta")
-
-
-def save_tf1_checkpoint(model, path, global_step=None):
-  """Writes `model` under the release's names at prefix `path` (atomic rename).
-
-  Also writes the `checkpoint` state file beside it, so TF1 code finds it with
-  `tf.train.latest_checkpoint`. Returns `path`.
-  """
-  model.ensure_built()
-  variables = model.tf1_variables()
-  names = sorted(variables)
-  tensors = [tf.convert_to_tensor(variables[n].value) for n in names]
-  if global_step is not None:
-    names.append("global_step")
-    tensors.append(tf.constant(global_step, tf.int64))
-  directory = fileio.dirname(path)
-  fileio.makedirs(directory)
-  tmp = fileio.tmp_name(path)
-  tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
-                    tensors=tensors)
-  for suffix in (".data-00000-of-00001", ".index"):
-    fileio.rename(tmp + suffix, path + suffix)
-  base = fileio.basename(path)
-  fileio.write_atomic(fileio.join(directory, "checkpoint"),
-                      f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
-  return path
 
 
 def native_objects(model):

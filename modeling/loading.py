@@ -7,6 +7,7 @@ of them imports another to dispatch.
 from modeling import checkpoint, hf_io
 from modeling.xlnet import hf as hf_xlnet
 from modeling.mpnet import hf as mpnet_hf
+from modeling.xlnet import release_checkpoint
 
 
 def load_checkpoint(model, path, require_all=False):
@@ -14,8 +15,8 @@ def load_checkpoint(model, path, require_all=False):
   (modeling/xlnet/hf.py), detected from the files; returns a one-line summary."""
   if hf_io.is_model_dir(path):
     return hf_xlnet.load_hf(model, path, require_all).summary()
-  if checkpoint.is_tf1_checkpoint(path):
-    return checkpoint.load_tf1_checkpoint(model, path, require_all).summary()
+  if release_checkpoint.is_tf1_checkpoint(path):
+    return release_checkpoint.load_tf1_checkpoint(model, path, require_all).summary()
   checkpoint.load_native_checkpoint(model, path)
   return f"restored native TF2 checkpoint {checkpoint.resolve(path)}"
 

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from data_utils import fileio
 from data_utils.tokenization import Tokenizer
-from modeling import checkpoint
 from modeling.xlnet.models import XLNetPretrainModel
+from modeling.xlnet import release_checkpoint
 from pretraining import objective
 from serving import tasks as serving_tasks
 
@@ -50,7 +50,7 @@ class PLM(objective.Objective):
     """xlnet_config.json + xlnet_model.ckpt under the release's variable names."""
     fileio.makedirs(export_dir)
     task.model_config.to_json(fileio.join(export_dir, "xlnet_config.json"))
-    path = checkpoint.save_tf1_checkpoint(model, fileio.join(export_dir, "xlnet_model.ckpt"))
+    path = release_checkpoint.save_tf1_checkpoint(model, fileio.join(export_dir, "xlnet_model.ckpt"))
     log(f"exported the model under the release's variable names: {path} (+ xlnet_config.json)")
 
   def export_encoder(self, task, model_dir, sp_model, uncased=False, log=print):
@@ -60,7 +60,7 @@ class PLM(objective.Objective):
                                      dropout=0.0, dropatt=0.0)
     model = XLNetPretrainModel(task.model_config, run_config)
     export_root = fileio.join(model_dir, "export")
-    checkpoint.load_tf1_checkpoint(model, fileio.join(export_root, "xlnet_model.ckpt"))
+    release_checkpoint.load_tf1_checkpoint(model, fileio.join(export_root, "xlnet_model.ckpt"))
     return serving_tasks.export_encoder(model, Tokenizer(sp_model, lower=uncased),
                                         task.config.seq_len,
                                         fileio.join(export_root, "saved_model"), log)

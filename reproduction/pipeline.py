@@ -44,7 +44,7 @@ BASELINE = {"plm": "none", "mlm": "none", "mpnet": "none-mpnet"}   # same model,
 OBJECTIVES = ("plm", "mlm", "mpnet")
 # What each objective trains: its model family (config file models/{family}_config.json) and
 # whether it carries Transformer-XL memory. The objectives' registry (pretraining/objectives.py)
-# says the same (tests/test_quickstart.py checks); this process imports no TensorFlow.
+# says the same (tests/reproduction/test_quickstart.py checks); this process imports no TensorFlow.
 OBJECTIVE_MODEL = {"plm": ("xlnet", True), "mlm": ("xlnet", True), "mpnet": ("mpnet", False)}
 ARM_OBJECTIVE = {"none": "plm", "none-mpnet": "mpnet"}   # random-weight arms: whose model
 # Per family: the flag choosing it in the fine-tuning scripts (none: their default), and what a

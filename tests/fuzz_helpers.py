@@ -1,5 +1,5 @@
 """Shared pieces of the fuzz suites over every reader of user files (issues #21, #31):
-tests/test_fuzz_pretrain_text.py, test_fuzz_classifier.py, test_fuzz_race.py, test_fuzz_squad.py.
+tests/data_utils/test_fuzz_pretrain_text.py, test_fuzz_classifier.py, test_fuzz_race.py, test_fuzz_squad.py.
 
 Every generated input is first judged by the suite's own model of the reader's documented rules,
 built by the test from the file's bytes (never from the reader): which rows are used, which are
@@ -40,7 +40,7 @@ classifier 31 s, race 24 s, squad 18 s, start-up included):
   --do_eval_only data / predictions / null-odds files (against the official
     scripts' numbers, transcribed independently in test_fuzz_squad.py)          300     6.0 s
 
-  python -m pytest tests/test_fuzz_*.py
+  python -m pytest tests/*/test_fuzz_*.py
 """
 import contextlib
 import functools

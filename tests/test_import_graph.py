@@ -1,6 +1,9 @@
 """The house plan holds (issue #32): imports point one way, from the entry scripts down to the
 data layer, with no circle between files and no import back up (inside a function or not).
 
+Inside modeling/, the two family packages (xlnet/, mpnet/) import neither each other nor are
+imported by the shared modules; only the registries (families, loading, flags) know both.
+
 Layers, top to bottom (a file may import its own package or any package below it):
   entry scripts (run_*.py, quickstart.py, data_utils/create_pretrain_data.py,
                  data_utils/train_tokenizer.py), bench/, tools/
@@ -110,10 +113,28 @@ def test_no_circle_between_files():
   assert not circles, f"files importing each other in a loop: {circles}"
 
 
+FAMILIES = ("modeling.xlnet", "modeling.mpnet")
+REGISTRIES = {"modeling.families", "modeling.loading", "modeling.flags"}   # know every family
+
+
+def _family(module):
+  return next((f for f in FAMILIES if module == f or module.startswith(f + ".")), None)
+
+
+def test_the_families_stand_apart():
+  """A family package imports no other family; the shared part of modeling/ imports none
+  (only the registries, which know every family, do)."""
+  bad = sorted(f"{m} imports {d}" for m, deps in graph().items() if m.startswith("modeling.")
+               for d in deps if _family(d) and _family(d) != _family(m)
+               and m not in REGISTRIES)
+  assert not bad, "\n".join(bad)
+
+
 def test_the_graph_is_read():
   """The reader sees the imports it judges (a broken reader would pass the two tests above)."""
   g = graph()
   assert "modeling.checkpoint" in g["modeling.loading"]
   assert "serving.export" in g["finetuning.classifier_task"]
   assert "data_utils.layouts" in g["serving.packing"]
+  assert "modeling.mpnet.models" in g["modeling.families"]
   assert len(g) > 80

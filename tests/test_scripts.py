@@ -1,5 +1,5 @@
 """The entry scripts: --help works on all, missing flags are one-line errors, and
-run_squad.py --do_eval_only scores a file (the quickstart pipeline: tests/test_quickstart.py)."""
+run_squad.py --do_eval_only scores a file (the quickstart pipeline: tests/reproduction/test_quickstart.py)."""
 
 import os
 import re

@@ -286,3 +286,16 @@ def hf_variable_map(encoder):
       out[f"{p}.{hf}.weight"] = (sub.gamma, False)
       out[f"{p}.{hf}.bias"] = (sub.beta, False)
   return out
+
+
+class ReferenceNames:
+  """What every model of the family answers (modeling/families.py): its weights by reference
+  name, the Hugging Face state-dict names of `hf_variable_map()` in this project's layout
+  (kernels [in, out]), and its layer count."""
+
+  def reference_variables(self):
+    return {name: entry[0] for name, entry in self.hf_variable_map().items()}
+
+  @property
+  def num_layers(self):
+    return self.config.num_hidden_layers

@@ -26,7 +26,7 @@ def _config(config):
   return mpnet.MPNetConfig(**config) if isinstance(config, dict) else config
 
 
-class _MPNetModel(keras.Model):
+class _MPNetModel(mpnet.ReferenceNames, keras.Model):
   """The encoder, config round trip and Hugging Face weight names."""
 
   family = "mpnet"   # modeling/families.py
@@ -64,15 +64,6 @@ class _MPNetModel(keras.Model):
       if layer.use_bias:
         out[f"{hf_name}.bias"] = (layer.bias, False)
     return out
-
-  def reference_variables(self):
-    """{reference name: variable} (every family's models have this): the Hugging Face
-    state-dict names, in this project's layout (kernels [in, out])."""
-    return {name: entry[0] for name, entry in self.hf_variable_map().items()}
-
-  @property
-  def num_layers(self):
-    return self.config.num_hidden_layers
 
   def hf_heads(self):
     return {}

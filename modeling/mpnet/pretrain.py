@@ -87,7 +87,7 @@ class MPNetLMHead(keras.layers.Layer):
     return tf.einsum("bcD,vD->bcv", x, tf.cast(embeddings, x.dtype)) + tf.cast(self.bias, x.dtype)
 
 
-class MPNetPretrainModel(keras.Model):
+class MPNetPretrainModel(mpnet.ReferenceNames, keras.Model):
   """Encoder + LM head; call(inputs from build_inputs) -> logits [B, c, V]."""
 
   family = "mpnet"   # modeling/families.py
@@ -130,12 +130,3 @@ class MPNetPretrainModel(keras.Model):
                 "lm_head.decoder.weight": (self.encoder.word_embeddings, False),
                 "lm_head.bias": (head.bias, False)})
     return out
-
-  def reference_variables(self):
-    """{reference name: variable} (every family's models have this): the Hugging Face
-    state-dict names, in this project's layout (kernels [in, out])."""
-    return {name: entry[0] for name, entry in self.hf_variable_map().items()}
-
-  @property
-  def num_layers(self):
-    return self.config.num_hidden_layers

@@ -2,7 +2,7 @@
 
 Hugging Face state-dict names are mapped to the release names each model's `tf1_variables()`
 returns (modeling/xlnet/release_names.py), so loading goes through the same checks as a release
-checkpoint (`checkpoint.assign_named`). The correspondence (HF -> release, `transformer.`
+checkpoint (`release_checkpoint.assign_named`). The correspondence (HF -> release, `transformer.`
 prefix on every class but XLNetModel):
 
   word_embedding.weight [V, D]            model/transformer/word_embedding/lookup_table
@@ -28,11 +28,12 @@ import numpy as np
 
 from data_utils import fileio
 from modeling import checkpoint, hf_io
-from modeling.xlnet import release_names as checkpoint_names
+from modeling.xlnet import release_names
 from modeling.xlnet import models
 from modeling.xlnet.config import HF_ACTIVATIONS, TO_HF_ACTIVATIONS
+from modeling.xlnet import release_checkpoint
 
-T = checkpoint_names.ENCODER_SCOPE
+T = release_names.ENCODER_SCOPE
 PREFIX = "transformer."
 _LAYERED = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
 _SUMMARY = "model/sequnece_summary/summary"
@@ -205,7 +206,7 @@ def load_hf(model, path, require_all=False):
       labels[release] = hf
     else:
       labels.setdefault(release, hf.replace(f"layer.{layer}.", "layer.*."))
-  report = checkpoint.assign_named(model, {k: v.shape for k, v in arrays.items()},
+  report = release_checkpoint.assign_named(model, {k: v.shape for k, v in arrays.items()},
                                    arrays.__getitem__, source, require_all,
                                    label=lambda n: labels.get(n, n))
   tied = weights.get("lm_loss.weight")

@@ -314,7 +314,7 @@ def _pretrain_batch(rng, vocab=40, rows=2, length=8, num_predict=3):
 def test_resumed_run_lands_on_the_same_bytes(tmp_path):
   """PLM with memory and dropout: 6 steps in one go, and 3 steps + checkpoint + a new Stepper
   resuming + 3 steps, give byte-identical weights and memory (xla="off": three compilations
-  of the full step would take a minute; tests/test_deterministic.py covers every --xla mode
+  of the full step would take a minute; tests/training/test_deterministic.py covers every --xla mode
   through the scripts)."""
   XLA = "off"
   def task():

@@ -8,7 +8,7 @@ be refused. The reader must then do exactly that: refuse (one line naming the fi
 line the model names) where the model refuses, else return exactly the model's examples in
 order with the model's counts in its summary. Unedited files (a separate test per layout, and
 edits drawn to zero in the fuzz tests) are also checked against the generator's own rows.
-python -m pytest tests/test_fuzz_classifier.py"""
+python -m pytest tests/finetuning/test_fuzz_classifier.py"""
 
 import math
 import os

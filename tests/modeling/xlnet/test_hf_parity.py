@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import checkpoint
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
 from modeling.xlnet.models import XLNetClassifier, XLNetPretrainModel, XLNetSquadModel
+from modeling.xlnet import release_checkpoint
 from tests import reference as ref
 from tests.reference_libs import require
 
@@ -42,7 +42,7 @@ def test_pretrain_two_stream_matches_hf(tmp_path, untie_r, bi_data, clamp_len):
   run = RunConfig(dropout=0.0, dropatt=0.0, mem_len=mem_len, reuse_len=reuse_len,
                   bi_data=bi_data, clamp_len=clamp_len)
   model = XLNetPretrainModel(config, run)
-  report = checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+  report = release_checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
   assert not report.fresh and not report.unused
 
   rng = np.random.default_rng(1)
@@ -86,7 +86,7 @@ def test_uni_content_stream_with_memory_matches_hf(tmp_path, same_length, activa
   run = RunConfig(dropout=0.0, dropatt=0.0, mem_len=6, attn_type="uni",
                   same_length=same_length)
   model = XLNetPretrainModel(config, run)
-  checkpoint.load_tf1_checkpoint(model, prefix)
+  release_checkpoint.load_tf1_checkpoint(model, prefix)
   rng = np.random.default_rng(5)
   ids = rng.integers(0, SIZE["n_token"], [batch, seq_len]).astype(np.int32)
   seg = rng.integers(0, 2, [batch, seq_len]).astype(np.int32)
@@ -109,7 +109,7 @@ def test_classifier_last_left_padding_matches_hf(tmp_path):
   weights, prefix, config = _setup(tmp_path, heads=heads)
   model = XLNetClassifier(config, RunConfig(dropout=0.0, dropatt=0.0), n_class=3,
                           task_name="sst-2")
-  checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+  release_checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
   rng = np.random.default_rng(2)
   batch, seq_len = 3, 9
   ids = rng.integers(9, SIZE["n_token"], [batch, seq_len]).astype(np.int32)
@@ -140,7 +140,7 @@ def test_squad_inference_matches_hf(tmp_path):
   weights, prefix, config = _setup(tmp_path, heads=heads)
   model = XLNetSquadModel(config, RunConfig(dropout=0.0, dropatt=0.0), start_n_top=3,
                           end_n_top=2)
-  checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+  release_checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
   rng = np.random.default_rng(3)
   batch, seq_len = 3, 12
   ids = rng.integers(9, SIZE["n_token"], [batch, seq_len]).astype(np.int32)

@@ -8,7 +8,7 @@ tokens) and token stream are the model's, and every record's first reuse_len tok
 shard's batch lanes step after step, for every step that fits (only the lanes' tails are
 dropped, as the release's batchify does). Unedited text (LF and CRLF) is read whole against
 its own lines and paragraphs; unedited .py files give exactly their docstrings' documents.
-python -m pytest tests/test_fuzz_pretrain_text.py"""
+python -m pytest tests/data_utils/test_fuzz_pretrain_text.py"""
 import os
 import re
 import tempfile

@@ -21,11 +21,12 @@ from modeling.mpnet import encoder as mpnet
 from modeling.mpnet import models as mpnet_models
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
+from modeling.xlnet import release_checkpoint
 from modeling.xlnet.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
-                             XLNetSquadModel)
+                                   XLNetSquadModel)
 from serving import export, tasks
 from tests import data_fixtures
-from tests import test_wordpiece
+from tests.data_utils import test_wordpiece
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
 ENV.pop("PYTHONPATH", None)
@@ -287,13 +288,12 @@ def test_squad_exports_no_answer_probability_for_squad_2_data(tmp_path, tokenize
 
 def test_run_classifier_exports_from_init_checkpoint_without_data(tmp_path, tokenizers):
   """--export_dir alone (no --do_*, no --data_dir): the SavedModel of the --init_checkpoint."""
-  from modeling import checkpoint
   from tests.script_helpers import run_main
   tok = tokenizers["uncased"]
   config = _xlnet_config(tok.vocab_size)
   (tmp_path / "config.json").write_text(config.to_json())
   model = _randomize(XLNetClassifier(config, RUN, n_class=2, task_name="sst-2").ensure_built(), 8)
-  checkpoint.save_tf1_checkpoint(model, str(tmp_path / "ckpt" / "model.ckpt"))
+  release_checkpoint.save_tf1_checkpoint(model, str(tmp_path / "ckpt" / "model.ckpt"))
   run_main("run_classifier.py", task_name="sst-2", sp_model=tok.model_path, uncased=True,
            model_config_path=str(tmp_path / "config.json"), max_seq_length=16,
            init_checkpoint=str(tmp_path / "ckpt" / "model.ckpt"), model_dir=str(tmp_path / "m"),

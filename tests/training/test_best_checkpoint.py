@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from modeling import checkpoint as ckpt_lib
 from tests import best_helpers
-from tests.test_deterministic import ENV, launch  # noqa: F401  (the fixture)
+from tests.training.test_deterministic import ENV, launch  # noqa: F401  (the fixture)
 from training import best as best_lib
 from training import trainer
 

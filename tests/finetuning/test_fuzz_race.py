@@ -8,7 +8,7 @@ questions, lists of 4 string options, answers A-D, or, when answers are not requ
 exactly where the model refuses (naming the first bad file, in level then name order), else
 return exactly the model's items in order, with the counts in its summary. Unedited documents
 (a separate test, and edits drawn to zero in the fuzz test) are also checked against the
-generator's own dicts. python -m pytest tests/test_fuzz_race.py"""
+generator's own dicts. python -m pytest tests/finetuning/test_fuzz_race.py"""
 
 import copy
 import json

@@ -8,6 +8,7 @@ from modeling import checkpoint, loading
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
 from modeling.xlnet.models import XLNetClassifier, XLNetPretrainModel, XLNetRaceModel
+from modeling.xlnet import release_checkpoint
 from tests import reference as ref
 
 SIZE = dict(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=24, n_token=40)
@@ -26,10 +27,10 @@ def _write(tmp_path, name="model.ckpt", drop=(), untie_r=True, heads=(), **overr
 def test_tf1_load_then_save_round_trips_every_variable(tmp_path, untie_r):
   weights, prefix = _write(tmp_path, untie_r=untie_r)
   model = XLNetPretrainModel(XLNetConfig(**SIZE, untie_r=untie_r), RUN)
-  report = checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+  report = release_checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
   assert sorted(report.loaded) == sorted(weights) and not report.fresh and not report.unused
   out_dir = tmp_path / "export"
-  checkpoint.save_tf1_checkpoint(model, str(out_dir / "xlnet_model.ckpt"), global_step=7)
+  release_checkpoint.save_tf1_checkpoint(model, str(out_dir / "xlnet_model.ckpt"), global_step=7)
   found = tf.train.latest_checkpoint(str(out_dir))
   assert found == str(out_dir / "xlnet_model.ckpt")
   reader = tf.train.load_checkpoint(found)
@@ -43,16 +44,16 @@ def test_tf1_load_then_save_round_trips_every_variable(tmp_path, untie_r):
 def test_fine_tuned_checkpoint_without_mask_emb_and_lm_bias(tmp_path):
   _, prefix = _write(tmp_path, drop=("model/transformer/mask_emb/mask_emb", "model/lm_loss/bias"))
   model = XLNetPretrainModel(XLNetConfig(**SIZE), RUN)
-  report = checkpoint.load_tf1_checkpoint(model, prefix)
+  report = release_checkpoint.load_tf1_checkpoint(model, prefix)
   assert sorted(report.fresh) == ["model/lm_loss/bias", "model/transformer/mask_emb/mask_emb"]
   with pytest.raises(ValueError, match="missing 2: .*mask_emb"):
-    checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+    release_checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
 
 
 def test_pretrained_checkpoint_initialises_a_classifier(tmp_path):
   weights, prefix = _write(tmp_path)
   model = XLNetClassifier(XLNetConfig(**SIZE), RUN, n_class=2, task_name="imdb")
-  report = checkpoint.load_tf1_checkpoint(model, prefix)
+  report = release_checkpoint.load_tf1_checkpoint(model, prefix)
   assert sorted(report.fresh) == ["model/classification_imdb/logit/bias",
                                   "model/classification_imdb/logit/kernel",
                                   "model/sequnece_summary/summary/bias",
@@ -77,7 +78,7 @@ def test_race_and_attn_summary_heads_load_by_release_name(tmp_path):
   weights["model/sequnece_summary/summary_bias"] = np.linspace(-1, 1, d).astype(np.float32)
   prefix = ref.write_tf1_checkpoint(weights, str(tmp_path / "race.ckpt"))
   model = XLNetRaceModel(XLNetConfig(**SIZE), RUN, summary_type="attn")
-  report = checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
+  report = release_checkpoint.load_tf1_checkpoint(model, prefix, require_all=True)
   assert not report.fresh
   np.testing.assert_array_equal(model.head.dense.kernel.numpy(), weights["logits/dense/kernel"])
 
@@ -86,15 +87,15 @@ def test_mis_shaped_and_missing_variables_are_named(tmp_path):
   _, prefix = _write(tmp_path, untie_r=False)
   model = XLNetPretrainModel(XLNetConfig(**SIZE, untie_r=True), RUN)
   with pytest.raises(ValueError) as err:
-    checkpoint.load_tf1_checkpoint(model, prefix)
+    release_checkpoint.load_tf1_checkpoint(model, prefix)
   message = str(err.value)
   assert "model.ckpt" in message and "model/transformer/r_w_bias (checkpoint [2, 8], model [2, 2, 8])" in message
   assert "untie_r" in message and "\n" not in message
   _, prefix = _write(tmp_path, name="m2.ckpt", drop=("model/transformer/layer_1/ff/layer_2/bias",))
   with pytest.raises(ValueError, match=r"m2.ckpt: .*missing 1: model/transformer/layer_1/ff/layer_2/bias"):
-    checkpoint.load_tf1_checkpoint(XLNetPretrainModel(XLNetConfig(**SIZE), RUN), prefix)
+    release_checkpoint.load_tf1_checkpoint(XLNetPretrainModel(XLNetConfig(**SIZE), RUN), prefix)
   with pytest.raises(FileNotFoundError, match="nowhere.ckpt"):
-    checkpoint.load_tf1_checkpoint(model, str(tmp_path / "nowhere.ckpt"))
+    release_checkpoint.load_tf1_checkpoint(model, str(tmp_path / "nowhere.ckpt"))
 
 
 def test_native_tf2_round_trip_and_auto_detection(tmp_path):
@@ -106,4 +107,4 @@ def test_native_tf2_round_trip_and_auto_detection(tmp_path):
   assert "native" in loading.load_checkpoint(clone, native)
   for a, b in zip(model.weights, clone.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
-  assert not checkpoint.is_tf1_checkpoint(native)
+  assert not release_checkpoint.is_tf1_checkpoint(native)

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from data_utils.tokenization import Tokenizer
 from tests import pretrain_helpers as ph
-from tests.test_classifier import sst2  # noqa: F401  (the tiny SST-2 fixture)
+from tests.finetuning.test_classifier import sst2  # noqa: F401  (the tiny SST-2 fixture)
 from training import trainer
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)

@@ -15,9 +15,9 @@ import pytest
 from data_utils import fileio, tokenization
 from finetuning import race
 from tests.script_helpers import run_main
-from tests.test_classifier import _sentence
-from tests.test_race import _write_split
-from tests.test_squad import _squad
+from tests.finetuning.test_classifier import _sentence
+from tests.finetuning.test_race import _write_split
+from tests.finetuning.test_squad import _squad
 
 TINY = {"n_layer": 2, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32}
 SHORT = dict(train_steps=4, steps_per_loop=2, save_every=2, warmup_steps=1, learning_rate=1e-3,

@@ -17,9 +17,9 @@ from finetuning import squad_features
 from modeling.mpnet import encoder as mpnet
 from modeling.mpnet import hf as mpnet_hf
 from modeling.mpnet import models as mpnet_models
-from tests.test_classifier import sst2  # noqa: F401  (fixture)
-from tests.test_race import race_dir  # noqa: F401  (fixture)
-from tests.test_squad import _squad
+from tests.finetuning.test_classifier import sst2  # noqa: F401  (fixture)
+from tests.finetuning.test_race import race_dir  # noqa: F401  (fixture)
+from tests.finetuning.test_squad import _squad
 from tests.reference_libs import require
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,7 +46,7 @@ def test_mpnet_rows_exact():
 
 def test_python_rows_equal_the_in_graph_packing():
   """data_utils/layouts.py (features) and data_utils/wordpiece.py (in-graph, = Hugging Face's
-  MPNetTokenizer, see tests/test_wordpiece.py) cut and lay out pairs identically."""
+  MPNetTokenizer, see tests/data_utils/test_wordpiece.py) cut and lay out pairs identically."""
   from data_utils import wordpiece
   import tensorflow as tf
   pairs = [(la, lb) for la in range(0, 9) for lb in range(0, 9)]
@@ -171,7 +171,7 @@ def test_wordpiece_features_equal_hugging_face(tmp_path):
   transformers = require("transformers")
   from finetuning.classifier_task import ClassifierConfig, ClassifierTask
   from finetuning import classifier_features
-  from tests.test_wordpiece import SENTENCES
+  from tests.data_utils.test_wordpiece import SENTENCES
   vocab = tmp_path / "vocab"
   vocab.mkdir()
   words = sorted({w for s in SENTENCES for w in s.lower().replace(",", " ").split()})

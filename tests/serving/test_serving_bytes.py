@@ -25,7 +25,7 @@ from modeling.xlnet.models import (XLNetClassifier, XLNetPretrainModel, XLNetRac
                              XLNetSquadModel)
 from serving import export, squad_graph, tasks, utf8
 from tests.fuzz_helpers import fuzz_settings
-from tests.test_serving import (RUN, TEXTS, _randomize, _squad_task, _xlnet_config,
+from tests.serving.test_serving import (RUN, TEXTS, _randomize, _squad_task, _xlnet_config,
                                 tokenizers)  # noqa: F401  (a module-scoped fixture)
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
