@@ -34,7 +34,8 @@ Then SentencePiece, then the release's digit-comma split: an id whose piece ends
 comma (`▁2000,`) is replaced by the ids of its split (`▁2000` `,`), precomputed per id.
 
 Known divergences from the Python path (the normalisation and the split are exact; the
-normalised text and origins equal `squad_features.normalize_with_offsets`, tests/data_utils/test_sp_graph.py):
+normalised text and origins equal `squad_features.normalize_with_offsets`,
+tests/data_utils/test_sp_graph.py):
 - SentencePiece score ties. The unigram Viterbi can meet exact score ties ("000" as `0` `00`
   or `00` `0`: same pieces' text, same total score). The `sentencepiece` Python package 0.2.1,
   which requirements.txt pins, breaks them as tensorflow_text's SentencePiece does (0 of

@@ -50,7 +50,8 @@ class PLM(objective.Objective):
     """xlnet_config.json + xlnet_model.ckpt under the release's variable names."""
     fileio.makedirs(export_dir)
     task.model_config.to_json(fileio.join(export_dir, "xlnet_config.json"))
-    path = release_checkpoint.save_tf1_checkpoint(model, fileio.join(export_dir, "xlnet_model.ckpt"))
+    path = release_checkpoint.save_tf1_checkpoint(model,
+                                                  fileio.join(export_dir, "xlnet_model.ckpt"))
     log(f"exported the model under the release's variable names: {path} (+ xlnet_config.json)")
 
   def export_encoder(self, task, model_dir, sp_model, uncased=False, log=print):

@@ -1,4 +1,5 @@
-"""A trainer task whose evaluation scores are given per step, for tests/training/test_best_checkpoint.py.
+"""A trainer task whose evaluation scores are given per step, for
+tests/training/test_best_checkpoint.py.
 
 Its model has one weight, and its loss is that weight (plain SGD at rate 1): after `step` steps
 the weight is exactly -step, so any checkpoint of it says which step it holds, and so does the

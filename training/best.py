@@ -18,8 +18,8 @@ recorded score and publishes only a better one.
 The layout before issue #31 (best/ckpt.* beside a best.json without "checkpoint") is read as
 is, and replaced at the next publish.
 
-Test hook (tests/test_best_checkpoint.py): with PAUSE_ENV=POINT or POINT:N in the environment,
-the N-th publish of the process (default the first) logs one line and sleeps (10 minutes) at
+Test hook (tests/training/test_best_checkpoint.py): with PAUSE_ENV=POINT or POINT:N in the
+environment, the N-th publish of the process (default the first) logs one line and sleeps (10 minutes) at
 POINT, so a test can SIGKILL the run there: "written" (step 1 done, best.json not yet
 switched), "switched" (step 2 done, the old best not yet deleted). Unset: no pause.
 """

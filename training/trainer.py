@@ -85,8 +85,8 @@ def configure_determinism(enabled):
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
-# Test hook (tests/test_deterministic.py): with PAUSE_BEFORE_PUBLISH_ENV=STEP in the environment,
-# once the files of checkpoint STEP are complete the trainer logs "checkpoint written, not yet
+# Test hook (tests/training/test_deterministic.py): with PAUSE_BEFORE_PUBLISH_ENV=STEP in the
+# environment, once the files of checkpoint STEP are complete the trainer logs "checkpoint written, not yet
 # published: PATH" and sleeps (10 minutes) before tf.train.CheckpointManager names it in its
 # `checkpoint` state file (the manager runs write callbacks in order, its own last), so a test
 # can SIGKILL the run inside that window. Unset: no callback, no pause.
