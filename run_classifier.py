@@ -22,7 +22,8 @@ from data_utils import cli_app
 from data_utils import fileio
 from finetuning import runner
 from finetuning import classifier_data
-from finetuning.classifier_task import ClassifierConfig, ClassifierTask
+from finetuning import classifier_task
+from finetuning.classifier_task import ClassifierTask
 from modeling import flags as model_flags
 from training import entry
 from training import flags as training_flags
@@ -60,15 +61,8 @@ def main(argv):
       required=["task_name", *(["data_dir"] if reads_data else []), "model_dir",
                 "model_config_path"])
   try:
-    config = ClassifierConfig(
-        task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model, vocab_file=FLAGS.vocab_file,
-        model_type=FLAGS.model_type,
-        cache_dir=FLAGS.cache_dir or fileio.join(model_dir, "features"), uncased=FLAGS.uncased,
-        max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
-        summary_type=FLAGS.summary_type,
-        use_proj=FLAGS.use_summ_proj, seed=FLAGS.seed,
-        **training_flags.optimizer_kwargs())
+    config = classifier_task.config_from_flags(
+        FLAGS, FLAGS.task_name, FLAGS.cache_dir or fileio.join(model_dir, "features"))
     task = ClassifierTask(config, model_flags.model_config_from_flags(),
                           model_flags.run_config_from_flags(), FLAGS.init_checkpoint)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)

@@ -20,7 +20,7 @@ from absl import flags
 from data_utils import cli_app
 from data_utils import fileio
 from finetuning import runner
-from finetuning.classifier_task import ClassifierConfig
+from finetuning import classifier_task
 from finetuning.race import RaceTask
 from modeling import flags as model_flags
 from training import entry
@@ -59,13 +59,8 @@ def main(argv):
       actions=["do_train", "do_eval", "do_predict", "export_dir", "export_hf_dir"],
       required=[*(["data_dir"] if reads_data else []), "model_dir", "model_config_path"])
   try:
-    config = ClassifierConfig(
-        task_name="race", data_dir=FLAGS.data_dir, sp_model=FLAGS.sp_model,
-        vocab_file=FLAGS.vocab_file, model_type=FLAGS.model_type,
-        cache_dir=fileio.join(model_dir, "features"), uncased=FLAGS.uncased,
-        max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size, eval_split=FLAGS.eval_split,
-        summary_type=FLAGS.summary_type, seed=FLAGS.seed, **training_flags.optimizer_kwargs())
+    config = classifier_task.config_from_flags(FLAGS, "race",
+                                               fileio.join(model_dir, "features"))
     task = RaceTask(config, model_flags.model_config_from_flags(),
                     model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
                     max_qa_length=FLAGS.max_qa_length)

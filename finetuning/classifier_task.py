@@ -12,6 +12,7 @@ from modeling import families
 from serving import export
 from serving import tasks as serving_tasks
 from serving import utf8
+from training import flags as training_flags
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
 
@@ -31,6 +32,18 @@ class ClassifierConfig(OptimizerConfig):
   use_proj: bool = True
   model_type: str = "xlnet"     # or "mpnet" (data_utils/layouts.py)
   vocab_file: str = None        # WordPiece vocab.txt (MPNet releases) instead of sp_model
+
+
+def config_from_flags(f, task_name, cache_dir):
+  """The ClassifierConfig of run_classifier.py's or run_race.py's flags `f` (run_race.py has no
+  --use_summ_proj: the projection is on)."""
+  return ClassifierConfig(
+      task_name=task_name, data_dir=f.data_dir, sp_model=f.sp_model, vocab_file=f.vocab_file,
+      model_type=f.model_type, cache_dir=cache_dir, uncased=f.uncased,
+      max_seq_length=f.max_seq_length, train_batch_size=f.train_batch_size,
+      eval_batch_size=f.eval_batch_size, eval_split=f.eval_split, summary_type=f.summary_type,
+      use_proj=getattr(f, "use_summ_proj", True), seed=f.seed,
+      **training_flags.optimizer_kwargs(f))
 
 
 def build_classifier(config, model_config, run_config, spec):
