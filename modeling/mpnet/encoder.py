@@ -109,14 +109,20 @@ class MPNetLayer(keras.layers.Layer):
     """[B, S, D] -> (keys, values), [B, H, S, d] each."""
     return self._split_heads(self.k(h)), self._split_heads(self.v(h))
 
-  def attend(self, q, k, v, bias, blocked, attention_dropout, training=False):
+  def scale(self, dtype):
+    """1 / sqrt(d) as a `dtype` scalar (the encoder makes it once for all its layers)."""
+    c = self.config
+    return tf.cast(1.0 / math.sqrt(c.hidden_size // c.num_attention_heads), dtype)
+
+  def attend(self, q, k, v, bias, blocked, attention_dropout, training=False, scale=None):
     """Attention context [B, T, D] = merged heads of dropout(softmax(q k^T / sqrt(d) + bias)) v.
 
     q [B, H, T, d]; k, v [B, H, S, d]; bias [B, H, T, S]; blocked: bool broadcastable to
-    [B, H, T, S], True = blocked, or None; attention_dropout: a modeling/dropout.Dropout.
+    [B, H, T, S], True = blocked, or None; attention_dropout: a modeling/dropout.Dropout;
+    scale: `self.scale(q.dtype)` if None.
     """
     c = self.config
-    scale = tf.cast(1.0 / math.sqrt(c.hidden_size // c.num_attention_heads), q.dtype)
+    scale = self.scale(q.dtype) if scale is None else scale
     score = tf.matmul(q, k, transpose_b=True) * scale + bias
     keep = attention_dropout.keep_mask(tf.shape(score), score.dtype, training)
     ctx = ops.attention_values(score, v, blocked, keep)
@@ -217,12 +223,14 @@ class MPNetEncoder(keras.layers.Layer):
     """The N layers over the content stream h [B, T, D] and, optionally, a query
     stream g [B, c, D] that attends h's keys/values with its own bias and mask."""
     drop, attn_drop = self.dropout, self.attention_dropout
+    scale = self.layers_[0].scale(self.compute_dtype) if self.layers_ else None
     for layer in self.layers_:
       k, v = layer.keys_values(h)
-      ctx = layer.attend(layer.queries(h), k, v, bias, blocked, attn_drop, training)
+      ctx = layer.attend(layer.queries(h), k, v, bias, blocked, attn_drop, training, scale)
       new_h = layer.post_attention(h, ctx, drop, training)
       if g is not None:
-        ctx_g = layer.attend(layer.queries(g), k, v, bias_g, blocked_g, attn_drop, training)
+        ctx_g = layer.attend(layer.queries(g), k, v, bias_g, blocked_g, attn_drop, training,
+                             scale)
         g = layer.post_attention(g, ctx_g, drop, training)
       h = new_h
     return h, g
