@@ -95,5 +95,5 @@ def test_light_functions_keep_local_paths_off_tensorflow(tmp_path):
           "fileio.open_read_light(p).close(); fileio.open_text_light(p).close()\n"
           "fileio.remove_light(p); assert fileio.listdir_light(d) == []\n"
           "assert 'tensorflow' not in sys.modules\n")
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   subprocess.run([sys.executable, "-c", code], cwd=root, check=True, timeout=120)

@@ -12,7 +12,7 @@ import tensorflow as tf
 from data_utils import pipeline, record_format, sampling, writer
 from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer, preprocess_text
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARAMS = record_format.RecordParams(seq_len=64, reuse_len=32, perm_size=16, num_predict=10,
                                     bsz_per_host=4, num_core_per_host=2, bi_data=True,
                                     uncased=True)

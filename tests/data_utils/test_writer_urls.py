@@ -13,7 +13,7 @@ import pytest
 
 from data_utils import fileio, record_format, tokenization, writer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARAMS = record_format.RecordParams(seq_len=64, reuse_len=32, perm_size=16, num_predict=10,
                                     bsz_per_host=4, num_core_per_host=2, bi_data=True,
                                     uncased=True)

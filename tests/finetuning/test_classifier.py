@@ -12,7 +12,7 @@ import pytest
 from data_utils import tokenization
 from finetuning import classifier_data, classifier_features
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FILLER = ("the film was long and the story went on with many scenes of people talking about "
           "their day while music played softly in the background").split()
 

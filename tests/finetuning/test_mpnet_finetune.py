@@ -22,7 +22,7 @@ from tests.finetuning.test_race import race_dir  # noqa: F401  (fixture)
 from tests.finetuning.test_squad import _squad
 from tests.reference_libs import require
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPM_IDS = types.SimpleNamespace(bos_id=1, eos_id=2, pad_id=5)
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
 

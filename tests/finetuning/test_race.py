@@ -12,7 +12,7 @@ import pytest
 from data_utils import tokenization
 from finetuning import race
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORDS = "red blue green black white pink gold grey brown cyan".split()
 FILLER = "we walked to the old house near the river and talked for a while".split()
 

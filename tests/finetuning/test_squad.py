@@ -12,7 +12,7 @@ import pytest
 from data_utils import tokenization
 from finetuning import squad, squad_features
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_normalisation_offsets_match_preprocess_text():

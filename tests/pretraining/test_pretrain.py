@@ -12,7 +12,7 @@ import tensorflow as tf
 from data_utils import pipeline
 from tests import pretrain_helpers as ph
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

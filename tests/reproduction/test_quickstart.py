@@ -19,7 +19,7 @@ from reproduction.presets import PRESETS
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

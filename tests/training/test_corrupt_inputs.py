@@ -25,7 +25,7 @@ from modeling.xlnet.models import XLNetPretrainModel
 from tests import pretrain_helpers as ph
 from tests import reference as ref
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORD = 189          # framed bytes of one record at the helpers' sizes (seq 32)
 
 

@@ -25,7 +25,7 @@ from training import trainer
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
 STEPS, SAVE_EVERY = 24, 4
 

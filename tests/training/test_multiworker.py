@@ -23,7 +23,7 @@ from tests import pretrain_helpers as ph
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 REFERENCE = r"""
 import sys
