@@ -28,6 +28,14 @@ class MLM(plm.PLM):
                          tf.where(kind == mpnet_pretrain.RANDOM, random_ids, ids))
     return tf.where(target, corrupted, ids), tf.where(target, kind, mpnet_pretrain.KEPT)
 
+  def span_inputs(self, row):
+    """The span's tokens all <mask> (no 80/10/10: scoring), read from the content stream."""
+    inputs = super().span_inputs(row)
+    ids = inputs["input_ids"].copy()
+    ids[0, row.start:row.end] = MASK_ID
+    inputs["input_ids"] = ids
+    return inputs
+
   def model_inputs(self, task, batch, step):
     inputs, extra = dict(batch), {}
     inputs["input_ids"], extra["kind"] = self.corrupt(task, batch, step)

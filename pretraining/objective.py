@@ -37,6 +37,15 @@ class Objective(abc.ABC):
     ("query_pos" [B, P], "kind": the 80/10/10 draw of each prediction's input copy).
     """
 
+  @abc.abstractmethod
+  def span_log_probs(self, task, model, row):
+    """Zero-shot scoring (pretraining/cloze.py): the log-probabilities [P] the model gives the
+    tokens of one span of one row, each predicted as this objective predicts its targets.
+
+    row: a cloze.Row (input_ids [L], seg_ids [L] in the records' layout
+    `A <sep> B <sep> <cls>`, the span [start, end) inside B).
+    """
+
   def extra_losses(self, task, batch, extra):
     """[(metric name, loss, weight)] added to the LM loss (none by default)."""
     del task, batch, extra

@@ -7,14 +7,46 @@ label (--nsp_weight) and the export under the release's variable names.
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
-from data_utils.tokenization import Tokenizer
+from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer
 from modeling.xlnet.models import XLNetPretrainModel
 from modeling.xlnet import release_checkpoint
 from pretraining import objective
 from serving import tasks as serving_tasks
+
+
+def span_perm_mask(input_ids, start, end):
+  """perm_mask [L, L] (1 = i may not see j) that predicts input_ids[start:end] left to right
+  after the rest, by the release's rule for the records (data_utils/pipeline.expand): ordinary
+  tokens have rank -1 and see no ranked token; <sep> / <cls> are ranked (first, in position
+  order), then the span's tokens in order; i may not see a ranked j of rank >= its own. So the
+  k-th span token sees the context, <sep>, <cls> and the span tokens before it, never itself
+  (the model's content stream makes the diagonal visible)."""
+  ids = np.asarray(input_ids)
+  length = len(ids)
+  func = (ids == SEP_ID) | (ids == CLS_ID)
+  span = np.zeros(length, bool)
+  span[start:end] = True
+  func &= ~span
+  rank = np.full(length, -1)
+  rank[func] = np.arange(func.sum())
+  rank[span] = func.sum() + np.arange(end - start)
+  ranked = func | span
+  return (ranked[None, :] & (rank[:, None] <= rank[None, :])).astype(np.float32)
+
+
+def span_target_mapping(length, start, end):
+  """target_mapping [P, L]: one-hot rows at start, ..., end - 1."""
+  return np.eye(length, dtype=np.float32)[start:end]
+
+
+def _log_probs(logits, targets):
+  """log softmax(logits [P, V]) at targets [P], in float32."""
+  logp = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+  return tf.gather(logp, tf.constant(targets), batch_dims=1).numpy()
 
 
 class PLM(objective.Objective):
@@ -38,6 +70,19 @@ class PLM(objective.Objective):
     extra["nsp_logits"] = out.get("nsp_logits")
     new_state = out["new_mems"] if task.run_config.mem_len else state
     return out["logits"], batch["target"], batch["target_mask"], extra, new_state
+
+  def span_inputs(self, row):
+    """The model's inputs (batch of 1) that predict row.span: two-stream, left to right."""
+    ids = np.asarray(row.input_ids)
+    return {"input_ids": ids[None], "seg_ids": np.asarray(row.seg_ids)[None],
+            "input_mask": np.zeros([1, len(ids)], np.float32),
+            "perm_mask": span_perm_mask(ids, row.start, row.end)[None],
+            "target_mapping": span_target_mapping(len(ids), row.start, row.end)[None]}
+
+  def span_log_probs(self, task, model, row):
+    inputs = {k: tf.constant(v) for k, v in self.span_inputs(row).items()}
+    out = model(inputs, training=False, query_stream=self.query_stream)
+    return _log_probs(out["logits"][0], np.asarray(row.input_ids)[row.start:row.end])
 
   def extra_losses(self, task, batch, extra):
     if task.config.nsp_weight <= 0:

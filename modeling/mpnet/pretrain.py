@@ -28,13 +28,14 @@ def corruption(shape, seed, vocab_size):
 
 
 def build_inputs(input_ids, is_masked, rank, num_predict, seed, mode="mpnet", permute=True,
-                 mask_id=MASK_ID, vocab_size=None):
+                 mask_id=MASK_ID, vocab_size=None, corrupt=True):
   """Records -> MPNet two-stream inputs.
 
   Args:
     input_ids: int [B, L]; is_masked: bool [B, L] with exactly num_predict per row;
     rank: int [B, L] factorization rank (only the order among targets matters).
     seed: int [2] stateless seed for the 80/10/10 draw.
+    corrupt: False: every copy is <mask> (kind MASKED), no draw (scoring, not training).
   Returns dict: content_ids/content_pos [B, T], query_ids/query_pos [B, c],
     targets [B, c], and the static masks.
   """
@@ -47,8 +48,12 @@ def build_inputs(input_ids, is_masked, rank, num_predict, seed, mode="mpnet", pe
   x_perm = tf.gather(input_ids, perm, batch_dims=1)
   tail = perm[:, length - c:]
   targets = tf.gather(input_ids, tail, batch_dims=1)
-  kind, random_ids = corruption(tf.shape(targets), seed, vocab_size or 30000)
-  copies = tf.where(kind == MASKED, mask_id, tf.where(kind == RANDOM, random_ids, targets))
+  if corrupt:
+    kind, random_ids = corruption(tf.shape(targets), seed, vocab_size or 30000)
+    copies = tf.where(kind == MASKED, mask_id, tf.where(kind == RANDOM, random_ids, targets))
+  else:
+    kind = tf.fill(tf.shape(targets), MASKED)
+    copies = tf.fill(tf.shape(targets), tf.constant(mask_id, targets.dtype))
   content_mask, query_mask = mpnet_masks.mpnet_masks(length, c, mode)
   query_ids = copies
   if mode == "plm":   # XLNet's query stream: a mask and a position, never the token itself

@@ -1,0 +1,89 @@
+"""Zero-shot cloze: a pretrained model, with no fine-tuning, picks the option it finds most
+probable at the blank of a RACE-format question (issue #33: a measure of what pretraining
+taught that involves no fine-tuning learning rate).
+
+Each (question, option) is one row in the records' layout, `A <sep> B <sep> <cls>` with
+segments 0 / 1 / 2 (data_utils/record_format.py): A = the article's last tokens that fit,
+B = the question with the option written into its "_" (left part, option, right part, each
+tokenized on its own, so the option's tokens are exactly the span). The objective scores the
+span as it predicts its targets (`Objective.span_log_probs`: plm left to right through the query
+stream after the rest; mlm all <mask> through the content stream; mpnet as MPNet's predicted
+set). An option's score is the sum of its tokens' log-probabilities ("sum") or their mean
+("mean": long options are not penalised for their length); which one a report uses is chosen
+on dev.
+
+Shapes: L tokens of a row (at most seq_len), P tokens of the option.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+from data_utils.tokenization import CLS_ID, SEP_ID
+
+SCORINGS = ("sum", "mean")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+  input_ids: tuple      # [L]
+  seg_ids: tuple        # [L]: 0 article and its <sep>, 1 question and its <sep>, 2 <cls>
+  start: int            # the option's tokens are input_ids[start:end]
+  end: int
+
+
+def cloze_row(tokenizer, article, question, option, seq_len):
+  """The Row of one option: ValueError if the question has no "_" or the option no token, or
+  if the question and option alone do not fit in seq_len."""
+  if "_" not in question:
+    raise ValueError(f"a cloze question needs a blank '_': {question!r}")
+  left, right = question.split("_", 1)
+  left_ids, option_ids, right_ids = (list(tokenizer.encode(t)) if t.strip() else []
+                                     for t in (left, option, right))
+  if not option_ids:
+    raise ValueError(f"the option {option!r} has no token")
+  b = left_ids + option_ids + right_ids
+  room = seq_len - len(b) - 3
+  if room < 0:
+    raise ValueError(f"question and option take {len(b) + 3} tokens, more than seq_len "
+                     f"{seq_len}")
+  a = list(tokenizer.encode(article))[-room:] if room else []
+  ids = a + [SEP_ID] + b + [SEP_ID, CLS_ID]
+  seg = [0] * (len(a) + 1) + [1] * (len(b) + 1) + [2]
+  start = len(a) + 1 + len(left_ids)
+  return Row(tuple(ids), tuple(seg), start, start + len(option_ids))
+
+
+def option_scores(objective, task, model, tokenizer, article, question, options, seq_len):
+  """{scoring: [score per option]} of one question."""
+  out = {name: [] for name in SCORINGS}
+  for option in options:
+    logp = np.asarray(objective.span_log_probs(
+        task, model, cloze_row(tokenizer, article, question, option, seq_len)), np.float64)
+    out["sum"].append(float(logp.sum()))
+    out["mean"].append(float(logp.mean()))
+  return out
+
+
+def accuracy(scores, labels):
+  """{"accuracy", "n", "se" (binomial standard error), "chance"} of picking the best-scored
+  option (scores [N, C]; ties go to the first option) against labels [N]."""
+  scores = np.asarray(scores, np.float64)
+  n, c = scores.shape
+  acc = float((scores.argmax(-1) == np.asarray(labels)).mean()) if n else float("nan")
+  return {"accuracy": acc, "n": n, "chance": 1.0 / c,
+          "se": math.sqrt(acc * (1 - acc) / n) if n else float("nan")}
+
+
+def evaluate(objective, task, model, tokenizer, items, seq_len):
+  """items [(level, article, question, [options], label)] (finetuning/race.read_split) ->
+  {scoring: accuracy(...)}."""
+  scores = {name: [] for name in SCORINGS}
+  for _, article, question, options, _ in items:
+    for name, values in option_scores(objective, task, model, tokenizer, article, question,
+                                      options, seq_len).items():
+      scores[name].append(values)
+  labels = [item[4] for item in items]
+  return {name: accuracy(np.reshape(values, [len(items), -1]), labels)
+          for name, values in scores.items()}
