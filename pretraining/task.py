@@ -37,7 +37,8 @@ class PretrainConfig(OptimizerConfig):
 
 
 class PretrainTask(Task):
-  """See training/trainer.py for the interface."""
+  """The trainer's Task (training/task.py) for every objective; the objective's part is
+  `self.objective` (pretraining/objective.py), chosen by config.objective."""
 
   recipe_script = "pretrain"
 
