@@ -55,15 +55,17 @@ def cloze_row(tokenizer, article, question, option, seq_len):
   return Row(tuple(ids), tuple(seg), start, start + len(option_ids))
 
 
+def _scores(log_probs):
+  """{scoring: score} of one option's token log-probabilities."""
+  logp = np.asarray(log_probs, np.float64)
+  return {"sum": float(logp.sum()), "mean": float(logp.mean())}
+
+
 def option_scores(objective, task, model, tokenizer, article, question, options, seq_len):
   """{scoring: [score per option]} of one question."""
-  out = {name: [] for name in SCORINGS}
-  for option in options:
-    logp = np.asarray(objective.span_log_probs(
-        task, model, cloze_row(tokenizer, article, question, option, seq_len)), np.float64)
-    out["sum"].append(float(logp.sum()))
-    out["mean"].append(float(logp.mean()))
-  return out
+  rows = [cloze_row(tokenizer, article, question, option, seq_len) for option in options]
+  scores = [_scores(lp) for lp in objective.span_log_probs_many(task, model, rows)]
+  return {name: [s[name] for s in scores] for name in SCORINGS}
 
 
 def accuracy(scores, labels):
@@ -79,11 +81,9 @@ def accuracy(scores, labels):
 def evaluate(objective, task, model, tokenizer, items, seq_len):
   """items [(level, article, question, [options], label)] (finetuning/race.read_split) ->
   {scoring: accuracy(...)}."""
-  scores = {name: [] for name in SCORINGS}
-  for _, article, question, options, _ in items:
-    for name, values in option_scores(objective, task, model, tokenizer, article, question,
-                                      options, seq_len).items():
-      scores[name].append(values)
+  rows = [cloze_row(tokenizer, article, question, option, seq_len)
+          for _, article, question, options, _ in items for option in options]
+  scores = [_scores(lp) for lp in objective.span_log_probs_many(task, model, rows)]
   labels = [item[4] for item in items]
-  return {name: accuracy(np.reshape(values, [len(items), -1]), labels)
-          for name, values in scores.items()}
+  return {name: accuracy(np.reshape([s[name] for s in scores], [len(items), -1]), labels)
+          for name in SCORINGS}

@@ -5,6 +5,7 @@ permutation (the model drops perm_mask and reads the targets through target_mapp
 Everything else is plm's (pretraining/plm.py).
 """
 
+import numpy as np
 import tensorflow as tf
 
 from data_utils.tokenization import MASK_ID
@@ -28,13 +29,11 @@ class MLM(plm.PLM):
                          tf.where(kind == mpnet_pretrain.RANDOM, random_ids, ids))
     return tf.where(target, corrupted, ids), tf.where(target, kind, mpnet_pretrain.KEPT)
 
-  def span_inputs(self, row):
+  def row_ids(self, row):
     """The span's tokens all <mask> (no 80/10/10: scoring), read from the content stream."""
-    inputs = super().span_inputs(row)
-    ids = inputs["input_ids"].copy()
-    ids[0, row.start:row.end] = MASK_ID
-    inputs["input_ids"] = ids
-    return inputs
+    ids = np.array(row.input_ids)
+    ids[row.start:row.end] = MASK_ID
+    return ids
 
   def model_inputs(self, task, batch, step):
     inputs, extra = dict(batch), {}

@@ -46,6 +46,10 @@ class Objective(abc.ABC):
     `A <sep> B <sep> <cls>`, the span [start, end) inside B).
     """
 
+  def span_log_probs_many(self, task, model, rows):
+    """span_log_probs of every row (an objective may batch them)."""
+    return [self.span_log_probs(task, model, row) for row in rows]
+
   def extra_losses(self, task, batch, extra):
     """[(metric name, loss, weight)] added to the LM loss (none by default)."""
     del task, batch, extra

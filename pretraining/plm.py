@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
-from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer
+from data_utils.tokenization import CLS_ID, PAD_ID, SEP_ID, Tokenizer
 from modeling.xlnet.models import XLNetPretrainModel
 from modeling.xlnet import release_checkpoint
 from pretraining import objective
@@ -71,18 +71,48 @@ class PLM(objective.Objective):
     new_state = out["new_mems"] if task.run_config.mem_len else state
     return out["logits"], batch["target"], batch["target_mask"], extra, new_state
 
-  def span_inputs(self, row):
-    """The model's inputs (batch of 1) that predict row.span: two-stream, left to right."""
-    ids = np.asarray(row.input_ids)
-    return {"input_ids": ids[None], "seg_ids": np.asarray(row.seg_ids)[None],
-            "input_mask": np.zeros([1, len(ids)], np.float32),
-            "perm_mask": span_perm_mask(ids, row.start, row.end)[None],
-            "target_mapping": span_target_mapping(len(ids), row.start, row.end)[None]}
+  def row_ids(self, row):
+    """The row's input ids as the model reads them (plm: as they are)."""
+    return np.asarray(row.input_ids)
+
+  def span_inputs(self, row, length=None, n_predict=None):
+    """The model's inputs (batch of 1) that predict row.span two-stream, left to right; left
+    padded to `length` tokens (input_mask 1: XLNet's positions are relative, so padding changes
+    nothing) with `n_predict` target rows (all-zero rows past the span)."""
+    ids = self.row_ids(row)
+    n = len(ids)
+    length, n_predict = length or n, n_predict or row.end - row.start
+    pad = length - n
+    out_ids = np.full([length], PAD_ID, np.int32)
+    out_ids[pad:] = ids
+    seg = np.zeros([length], np.int32)
+    seg[pad:] = row.seg_ids
+    mask = np.zeros([length], np.float32)
+    mask[:pad] = 1.0
+    perm = np.zeros([length, length], np.float32)
+    perm[pad:, pad:] = span_perm_mask(row.input_ids, row.start, row.end)
+    mapping = np.zeros([n_predict, length], np.float32)
+    mapping[:row.end - row.start, pad:] = span_target_mapping(n, row.start, row.end)
+    return {"input_ids": out_ids[None], "seg_ids": seg[None], "input_mask": mask[None],
+            "perm_mask": perm[None], "target_mapping": mapping[None]}
 
   def span_log_probs(self, task, model, row):
-    inputs = {k: tf.constant(v) for k, v in self.span_inputs(row).items()}
-    out = model(inputs, training=False, query_stream=self.query_stream)
-    return _log_probs(out["logits"][0], np.asarray(row.input_ids)[row.start:row.end])
+    return self.span_log_probs_many(task, model, [row])[0]
+
+  def span_log_probs_many(self, task, model, rows, batch_size=32):
+    """In batches of `batch_size` rows, each left padded to the longest row."""
+    length = max(len(r.input_ids) for r in rows)
+    n_predict = max(r.end - r.start for r in rows)
+    out = []
+    for i in range(0, len(rows), batch_size):
+      chunk = rows[i:i + batch_size]
+      parts = [self.span_inputs(r, length, n_predict) for r in chunk]
+      inputs = {k: tf.constant(np.concatenate([p[k] for p in parts])) for k in parts[0]}
+      logits = model(inputs, training=False, query_stream=self.query_stream)["logits"]
+      for k, row in enumerate(chunk):
+        p = row.end - row.start
+        out.append(_log_probs(logits[k, :p], np.asarray(row.input_ids)[row.start:row.end]))
+    return out
 
   def extra_losses(self, task, batch, extra):
     if task.config.nsp_weight <= 0:

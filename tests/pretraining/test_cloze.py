@@ -150,3 +150,18 @@ def test_mlm_span_inputs_mask_the_span():
   assert list(inputs["input_ids"][0]) == [10, 11, 12, SEP_ID, 13, MASK_ID, MASK_ID, MASK_ID,
                                           SEP_ID, CLS_ID]
   np.testing.assert_array_equal(inputs["target_mapping"][0], np.eye(10)[[5, 6, 7]])
+
+
+@pytest.mark.parametrize("name", ["plm", "mlm", "mpnet"])
+def test_batched_rows_score_as_each_row_alone(name):
+  """span_log_probs_many (plm / mlm: rows left padded to the longest, spans to the longest,
+  in batches) gives each row's span_log_probs alone."""
+  objective = objectives.get(name)
+  task, model = _task(name)
+  rows = [ROW, cloze.Row((17, SEP_ID, 18, 19, SEP_ID, CLS_ID), (0, 0, 1, 1, 1, 2), 3, 4),
+          cloze.Row((20, 21, 22, 23, SEP_ID, 24, SEP_ID, CLS_ID), (0,) * 5 + (1, 1, 2), 5, 6)]
+  together = objective.span_log_probs_many(task, model, rows)
+  for row, got in zip(rows, together):
+    alone = objective.span_log_probs(task, model, row)
+    assert got.shape == (row.end - row.start,)
+    np.testing.assert_allclose(got, alone, rtol=0, atol=2e-5)
