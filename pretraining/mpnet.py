@@ -8,6 +8,7 @@ MPNet carries no memory; its export is the Hugging Face layout (MPNetForMaskedLM
 import numpy as np
 import tensorflow as tf
 
+from data_utils.tokenization import PAD_ID
 from modeling.mpnet import hf as mpnet_hf
 from modeling.mpnet import pretrain as mpnet_pretrain
 from pretraining import objective
@@ -33,17 +34,47 @@ class MPNet(objective.Objective):
   def span_log_probs(self, task, model, row):
     """The span as MPNet's predicted set, predicted left to right (rank = position), every
     copy <mask> (no 80/10/10), in the run's --mpnet_mode."""
-    ids = np.asarray(row.input_ids)[None]
+    return self._score(task, model, [row])[0]
+
+  def span_log_probs_many(self, task, model, rows, batch_size=32):
+    """Rows of the same span length in batches, right padded (MPNet's positions are absolute:
+    a row keeps its own) with the padding blocked as keys; --mpnet_mode=mlm (no masks to
+    block with) row by row."""
+    if task.config.mpnet_mode == "mlm":
+      return [self._score(task, model, [row])[0] for row in rows]
+    out = [None] * len(rows)
+    by_length = {}
+    for i, row in enumerate(rows):
+      by_length.setdefault(row.end - row.start, []).append(i)
+    for indices in by_length.values():
+      for k in range(0, len(indices), batch_size):
+        chunk = indices[k:k + batch_size]
+        for i, logp in zip(chunk, self._score(task, model, [rows[i] for i in chunk])):
+          out[i] = logp
+    return out
+
+  def _score(self, task, model, rows):
+    """Rows with spans of one length, right padded to the longest: [P] log-probs per row."""
+    length = max(len(r.input_ids) for r in rows)
+    ids = np.full([len(rows), length], PAD_ID, np.int32)
     masked = np.zeros(ids.shape, bool)
-    masked[0, row.start:row.end] = True
-    rank = np.broadcast_to(np.arange(ids.shape[1]), ids.shape)
+    pad = np.ones(ids.shape, bool)
+    for j, row in enumerate(rows):
+      ids[j, :len(row.input_ids)] = row.input_ids
+      masked[j, row.start:row.end] = True
+      pad[j, :len(row.input_ids)] = False
+    rank = np.broadcast_to(np.arange(length), ids.shape)
     inputs = mpnet_pretrain.build_inputs(
-        tf.constant(ids), tf.constant(masked), tf.constant(rank), row.end - row.start,
+        tf.constant(ids), tf.constant(masked), tf.constant(rank), rows[0].end - rows[0].start,
         tf.constant([0, 0], tf.int64), mode=task.config.mpnet_mode, permute=True,
         vocab_size=task.vocab_size, corrupt=False)
-    logits = model(inputs, training=False)[0]
+    if pad.any():      # no query of either stream sees a padding key
+      key_pad = tf.gather(tf.constant(pad), inputs["content_pos"], batch_dims=1)[:, None, :]
+      inputs["content_mask"] = tf.logical_or(inputs["content_mask"], key_pad)
+      inputs["query_mask"] = tf.logical_or(inputs["query_mask"], key_pad)
+    logits = model(inputs, training=False)
     logp = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-    return tf.gather(logp, inputs["targets"][0], batch_dims=1).numpy()
+    return list(tf.gather(logp, inputs["targets"], batch_dims=2).numpy())
 
   def export(self, task, model, export_dir, log):
     """config.json + model.safetensors (transformers' MPNetForMaskedLM)."""
