@@ -15,6 +15,12 @@ training file and an evaluation file. The pretraining corpus holds the train doc
   blank (sentences holding an "_" of their own are not used) and four options (the answer +
   words of the same article, else of other articles); "middle" = articles of at most 3
   sentences, "high" = longer.
+- Acceptability, GLUE CoLA TSV layout (train.tsv / dev.tsv: source, label, "*" when
+  unacceptable, sentence; test.tsv: index, sentence, with its labels apart in test-labels.tsv):
+  a real sentence (1) or one sentence of the same split damaged (0): two of its words swapped,
+  or one word replaced by another word of the split; each source sentence used once, the two
+  labels balanced. Telling them apart needs word order and word choice, which a model can learn
+  from the pretraining text but hardly from a few hundred labelled sentences.
 
 Same seed, same bytes (on the same Python's standard library).
 """
@@ -299,4 +305,79 @@ def write_race(splits, out_dir, seed, n_train, n_eval, max_chars):
     counts[split] = dict(sorted(counts[split].items()))
   shutil.rmtree(out_dir, ignore_errors=True)
   os.replace(tmp, out_dir)
+  return counts
+
+
+# ---- acceptability (GLUE CoLA layout) -------------------------------------------------------
+_TOKEN = re.compile(r"\S+")
+
+
+def _acceptable_sentences(docs):
+  """[(document index, sentence)]: prose sentences (a capital first, a full stop last, 6 to 30
+  words, at least 6 of them alphabetic, no tab), not code or signatures."""
+  out = []
+  for k, d in enumerate(docs):
+    for s in d.sentences:
+      words = _TOKEN.findall(s)
+      if (6 <= len(words) <= 30 and "\t" not in s and s[0].isupper() and s.endswith(".")
+          and len(re.findall(r"[A-Za-z]{2,}", s)) >= 6 and len(set(words)) >= 4):
+        out.append((k, s))
+  return out
+
+
+def damage(sentence, rng, vocabulary):
+  """The sentence with two different words swapped, or one word replaced by another
+  vocabulary word (half each); the words keep their spacing."""
+  spans = [m.span() for m in _TOKEN.finditer(sentence)]
+  words = [sentence[a:b] for a, b in spans]
+  if rng.random() < 0.5:
+    while True:
+      i, j = sorted(rng.choice(len(words), 2, replace=False))
+      if words[i] != words[j]:
+        break
+    words[i], words[j] = words[j], words[i]
+  else:
+    i = int(rng.integers(len(words)))
+    while True:
+      new = vocabulary[int(rng.integers(len(vocabulary)))]
+      if new != words[i]:
+        break
+    words[i] = new
+  out, last = [], 0
+  for (a, b), w in zip(spans, words):
+    out += [sentence[last:a], w]
+    last = b
+  return "".join(out) + sentence[last:]
+
+
+def acceptability_rows(docs, rng, n):
+  """[(source, label "0"/"1", sentence)] of at most n sentences of `docs`, labels balanced."""
+  pool = _acceptable_sentences(docs)
+  vocabulary = sorted({w for _, s in pool for w in _WORD.findall(s) if w.lower() not in _STOP})
+  rows = []
+  for rank, i in enumerate(rng.permutation(len(pool))[:n]):
+    k, s = pool[i]
+    if rank % 2:
+      rows.append((f"doc{k}", "1", s))
+    else:
+      rows.append((f"doc{k}", "0", damage(s, rng, vocabulary)))
+  return [rows[i] for i in rng.permutation(len(rows))]
+
+
+def write_acceptability(splits, out_dir, seed, n_train, n_eval):
+  """OUT_DIR/{train,dev,test}.tsv in GLUE CoLA's layout + test-labels.tsv (index, label);
+  -> {split: {label: count}}."""
+  counts = {}
+  for split in SPLITS:
+    rows = acceptability_rows(splits[split], np.random.default_rng([seed, 6, SPLITS.index(split)]),
+                              n_train if split == "train" else n_eval)
+    counts[split] = dict(sorted(collections.Counter(r[1] for r in rows).items()))
+    if split == "test":
+      atomic_write(os.path.join(out_dir, "test.tsv"), "index\tsentence\n" + "".join(
+          f"{i}\t{s}\n" for i, (_, _, s) in enumerate(rows)))
+      atomic_write(os.path.join(out_dir, "test-labels.tsv"), "index\tlabel\n" + "".join(
+          f"{i}\t{label}\n" for i, (_, label, _) in enumerate(rows)))
+    else:
+      atomic_write(os.path.join(out_dir, f"{split}.tsv"), "".join(
+          f"{src}\t{label}\t{'*' if label == '0' else ''}\t{s}\n" for src, label, s in rows))
   return counts
