@@ -34,8 +34,10 @@ class Row:
 
 
 def cloze_row(tokenizer, article, question, option, seq_len):
-  """The Row of one option: ValueError if the question has no "_" or the option no token, or
-  if the question and option alone do not fit in seq_len."""
+  """The Row of one option. A question too long for seq_len keeps the words nearest the blank
+  (its left part's last tokens, its right part's first, half the room each, the rest to the
+  other side); the article gets what room is left. ValueError if the question has no "_", the
+  option no token, or the option alone does not fit."""
   if "_" not in question:
     raise ValueError(f"a cloze question needs a blank '_': {question!r}")
   left, right = question.split("_", 1)
@@ -43,11 +45,16 @@ def cloze_row(tokenizer, article, question, option, seq_len):
                                      for t in (left, option, right))
   if not option_ids:
     raise ValueError(f"the option {option!r} has no token")
+  context_room = seq_len - 3 - len(option_ids)
+  if context_room < 0:
+    raise ValueError(f"the option {option!r} takes {len(option_ids)} tokens: with <sep> <sep> "
+                     f"<cls> more than seq_len {seq_len}")
+  keep_left = min(len(left_ids), max(context_room // 2, context_room - len(right_ids)))
+  keep_right = min(len(right_ids), context_room - keep_left)
+  left_ids = left_ids[len(left_ids) - keep_left:]
+  right_ids = right_ids[:keep_right]
   b = left_ids + option_ids + right_ids
   room = seq_len - len(b) - 3
-  if room < 0:
-    raise ValueError(f"question and option take {len(b) + 3} tokens, more than seq_len "
-                     f"{seq_len}")
   a = list(tokenizer.encode(article))[-room:] if room else []
   ids = a + [SEP_ID] + b + [SEP_ID, CLS_ID]
   seg = [0] * (len(a) + 1) + [1] * (len(b) + 1) + [2]

@@ -177,6 +177,8 @@ def section(agg, data):
             f"lowest at step {steps[best]} ({vals[best]:.3f}), {vals[-1]:.3f} at the end")
             + ".")
     lines.append("")
+  if diag.get("cloze"):
+    lines += cloze_lines(diag["cloze"])
   modes = diag.get("mpnet_modes")
   if modes:
     lines += ["### MPNet's weights in its three modes", "",
@@ -184,6 +186,48 @@ def section(agg, data):
               "of each mode (the weights were trained in mpnet mode only).", ""]
     lines += _table(["mode", "held-out loss"], [(m, f"{v:.3f}") for m, v in modes.items()])
     lines += [""] + mode_text(modes, diag) + [""]
+  return lines
+
+
+def cloze_choice(cloze):
+  """{objective: (scoring, random {split: acc dict}, final {split: acc dict})}: the scoring
+  whose dev gap (final minus random weights) is larger, chosen on dev before test is read."""
+  out = {}
+  for objective, by_step in cloze.items():
+    steps = sorted(by_step, key=int)
+    random, final = by_step[steps[0]], by_step[steps[-1]]
+    scoring = max(random["dev"], key=lambda k: final["dev"][k]["accuracy"] -
+                  random["dev"][k]["accuracy"])
+    out[objective] = (scoring, {s: r[scoring] for s, r in random.items()},
+                      {s: r[scoring] for s, r in final.items()})
+  return out
+
+
+def cloze_lines(cloze):
+  """The zero-shot cloze table and one verdict per objective (test gap against two standard
+  errors of the difference)."""
+  lines = ["### Zero-shot cloze", "",
+           "Each objective's final pretraining weights and its random weights, with no "
+           "fine-tuning, pick the most probable of the four options at the blank of the "
+           "RACE-format questions (the option's tokens predicted as the objective predicts its "
+           "targets; score: sum or mean of their log-probabilities, chosen on dev by the gap). "
+           "Accuracy (%), chance 25.", ""]
+  rows, verdicts = [], []
+  for objective, (scoring, random, final) in cloze_choice(cloze).items():
+    rows.append((objective, scoring, *[f"{100 * d[s]['accuracy']:.1f}"
+                                       for d in (random, final) for s in ("dev", "test")]))
+    a, b = final["test"], random["test"]
+    gap = a["accuracy"] - b["accuracy"]
+    se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5
+    verdict = ("beats its random weights beyond the noise" if gap > 2 * se else
+               "is not told apart from its random weights" if gap > -2 * se else
+               "scores below its random weights beyond the noise")
+    verdicts.append(f"- {objective}: test {100 * a['accuracy']:.1f}% against "
+                    f"{100 * b['accuracy']:.1f}% ({100 * gap:+.1f} points, "
+                    f"{gap / se if se else 0:.1f} standard errors of the difference, n "
+                    f"{a['n']}): {verdict}.")
+  lines += _table(["objective", "scoring", "random dev", "random test", "pretrained dev",
+                   "pretrained test"], rows) + [""] + verdicts + [""]
   return lines
 
 

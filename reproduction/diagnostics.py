@@ -14,6 +14,9 @@ line {"diagnostics": ...} with:
   task: features = [summary token's state, mean of the last layer over real tokens], a softmax
   regression whose L2 strength is chosen on the dev split; test accuracy reported once. No
   fine-tuning learning rate is involved, so it measures what the representation carries.
+- cloze: zero-shot cloze (pretraining/cloze.py) on the RACE-format dev and test questions, each
+  objective's random weights and final checkpoint, both scorings (sum and mean of the option's
+  log-probabilities); the report chooses the scoring on dev.
 """
 
 import json
@@ -158,11 +161,34 @@ class Diagnostics:
                          tf.constant(rows["input_mask"][i:i + 128], tf.float32)).numpy())
     return np.concatenate(out)
 
+  # ---- zero-shot cloze ----------------------------------------------------------------------
+  def cloze(self, log=print):
+    """{objective: {step: {split: {scoring: accuracy dict}}}} for step 0 and the last."""
+    from data_utils import tokenization
+    from finetuning import race
+    from pretraining import cloze, objectives
+    p = self.p
+    tokenizer = tokenization.Tokenizer(self.pipe.spm, lower=False)   # the run's is cased
+    items = {split: race.read_split(os.path.join(self.pipe.data, "RACE"), split,
+                                    report=lambda _: None) for split in ("dev", "test")}
+    out = {}
+    for name in [o for o in pipeline_lib.OBJECTIVES if o in p.arms]:
+      task = self.task(name)
+      for step in (0, p.pretrain_steps):
+        model = self.model(task, step)
+        result = {split: cloze.evaluate(objectives.get(name), task, model, tokenizer, rows,
+                                        p.seq_len) for split, rows in items.items()}
+        out.setdefault(name, {})[step] = result
+        log(f"cloze {name} step {step}: " + "; ".join(
+            f"{split} " + ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in r.items())
+            for split, r in result.items()))
+    return out
+
   # ---- everything ---------------------------------------------------------------------------
   def run(self, log=print):
     p = self.p
     steps = list(range(p.pretrain_save_every, p.pretrain_steps + 1, p.pretrain_save_every))
-    out = {"checkpoints": steps, "heldout": {}, "probe": {}, "mpnet_modes": {}}
+    out = {"checkpoints": steps, "heldout": {}, "probe": {}, "mpnet_modes": {}, "cloze": {}}
     rows = {}
     for arm in p.arms:
       objective = pipeline_lib.ARM_OBJECTIVE.get(arm, arm)
@@ -184,6 +210,7 @@ class Diagnostics:
           out["heldout"].setdefault(arm, {})[step] = loss
           line += f"; held-out {arm} loss {loss:.3f}"
         log(line)
+    out["cloze"] = self.cloze(log)
     if "mpnet" in p.arms:
       for name, mode, permute in (("mpnet", "mpnet", True), ("plm", "plm", True),
                                   ("mlm", "mlm", True), ("mpnet, position order", "mpnet",

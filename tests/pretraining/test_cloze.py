@@ -57,8 +57,15 @@ def test_cloze_row_layout():
   short = cloze.cloze_row(tok, "a b c", "d _ e", "f f", seq_len=8)   # the article's last token
   assert short.input_ids == (c, SEP_ID, d, f, f, e, SEP_ID, CLS_ID) and short.start == 3
   assert cloze.cloze_row(tok, "a", "_ e", "f", 5).input_ids == (SEP_ID, f, e, SEP_ID, CLS_ID)
-  with pytest.raises(ValueError, match="more than seq_len 4"):
-    cloze.cloze_row(tok, "a", "_ e", "f", 4)
+  # a question longer than the row keeps the words nearest the blank, half the room a side
+  g, h, i, j = tok.encode("g h i j")
+  row = cloze.cloze_row(tok, "a b", "d e g _ h i j", "f", seq_len=8)   # room 4: 2 left, 2 right
+  assert row.input_ids == (SEP_ID, e, g, f, h, i, SEP_ID, CLS_ID) and (row.start, row.end) == (3, 4)
+  row = cloze.cloze_row(tok, "a b", "d e g _ h", "f", seq_len=8)       # right has 1: left 3
+  assert row.input_ids == (SEP_ID, d, e, g, f, h, SEP_ID, CLS_ID) and row.start == 4
+  assert cloze.cloze_row(tok, "a", "d _ e", "f", 4).input_ids == (SEP_ID, f, SEP_ID, CLS_ID)
+  with pytest.raises(ValueError, match="more than seq_len 3"):
+    cloze.cloze_row(tok, "a", "_ e", "f", 3)
   with pytest.raises(ValueError, match="needs a blank"):
     cloze.cloze_row(tok, "a", "d e", "f", 12)
 

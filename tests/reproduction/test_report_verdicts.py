@@ -204,3 +204,40 @@ def test_sign_count_reads_the_gap_not_its_rounding():
   assert line == "In this run 1 of 5 measured gaps have the papers' sign"
   text = report._classification_text(agg, DATA)
   assert text[-1].startswith("1 of 5 orderings")
+
+
+def _acc(accuracy, n=300):
+  return {"accuracy": accuracy, "n": n, "chance": 0.25,
+          "se": (accuracy * (1 - accuracy) / n) ** 0.5}
+
+
+def test_cloze_scoring_chosen_on_dev_and_verdicts():
+  """Scoring chosen by the dev gap (plm: mean, +0.20 against sum's +0.05, although sum's TEST gap
+  is larger; mlm: sum). Verdicts from the test gap against two standard errors of the
+  difference, worked out by hand: plm 0.40 vs 0.27, se sqrt(.4*.6/300 + .27*.73/300) = 0.0382,
+  gap 3.4 se: beyond; mlm 0.30 vs 0.27, se 0.0368, 0.8 se: not told apart; mpnet 0.20 vs 0.30,
+  se sqrt(.2*.8/300 + .3*.7/300) = 0.0351, -2.8 se: below."""
+  from reproduction import diagnosis_report as dr
+  cloze = {
+      "plm": {"0": {"dev": {"sum": _acc(0.30), "mean": _acc(0.25)},
+                    "test": {"sum": _acc(0.20), "mean": _acc(0.27)}},
+              "2000": {"dev": {"sum": _acc(0.35), "mean": _acc(0.45)},
+                       "test": {"sum": _acc(0.60), "mean": _acc(0.40)}}},
+      "mlm": {"0": {"dev": {"sum": _acc(0.25), "mean": _acc(0.25)},
+                    "test": {"sum": _acc(0.27), "mean": _acc(0.27)}},
+              "2000": {"dev": {"sum": _acc(0.32), "mean": _acc(0.30)},
+                       "test": {"sum": _acc(0.30), "mean": _acc(0.50)}}},
+      "mpnet": {"0": {"dev": {"sum": _acc(0.25), "mean": _acc(0.25)},
+                      "test": {"sum": _acc(0.30), "mean": _acc(0.30)}},
+                "2000": {"dev": {"sum": _acc(0.26), "mean": _acc(0.25)},
+                         "test": {"sum": _acc(0.20), "mean": _acc(0.35)}}}}
+  chosen = dr.cloze_choice(cloze)
+  assert {k: v[0] for k, v in chosen.items()} == {"plm": "mean", "mlm": "sum", "mpnet": "sum"}
+  lines = dr.cloze_lines(cloze)
+  assert "| plm | mean | 25.0 | 27.0 | 45.0 | 40.0 |" in lines
+  assert ("- plm: test 40.0% against 27.0% (+13.0 points, 3.4 standard errors of the "
+          "difference, n 300): beats its random weights beyond the noise.") in lines
+  assert ("- mlm: test 30.0% against 27.0% (+3.0 points, 0.8 standard errors of the "
+          "difference, n 300): is not told apart from its random weights.") in lines
+  assert ("- mpnet: test 20.0% against 30.0% (-10.0 points, -2.8 standard errors of the "
+          "difference, n 300): scores below its random weights beyond the noise.") in lines
