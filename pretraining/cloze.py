@@ -85,9 +85,22 @@ def accuracy(scores, labels):
           "se": math.sqrt(acc * (1 - acc) / n) if n else float("nan")}
 
 
+class _Cached:
+  """A tokenizer's `encode`, remembered per text."""
+
+  def __init__(self, tokenizer):
+    self.tokenizer, self.ids = tokenizer, {}
+
+  def encode(self, text):
+    if text not in self.ids:
+      self.ids[text] = list(self.tokenizer.encode(text))
+    return self.ids[text]
+
+
 def evaluate(objective, task, model, tokenizer, items, seq_len):
   """items [(level, article, question, [options], label)] (finetuning/race.read_split) ->
   {scoring: accuracy(...)}."""
+  tokenizer = _Cached(tokenizer)          # each article is encoded once, not once per option
   rows = [cloze_row(tokenizer, article, question, option, seq_len)
           for _, article, question, options, _ in items for option in options]
   scores = [_scores(lp) for lp in objective.span_log_probs_many(task, model, rows)]
