@@ -35,6 +35,10 @@ flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is writ
                     "the entry scripts it runs take gs:// paths themselves.")
 flags.DEFINE_integer("seed", 0, "Seed of the data split, the derived sets, the tokenizer, the "
                      "records and pretraining (fine-tuning uses the preset's seeds).")
+flags.DEFINE_integer("jobs", 2, "How many pretraining / fine-tuning runs share the machine at "
+                     "once (each run seeds itself: the numbers do not depend on this; 2 suits "
+                     "2 to 4 cores, where one run leaves cores idle while it starts up and "
+                     "compiles).", lower_bound=1)
 FLAGS = flags.FLAGS
 
 
@@ -58,7 +62,7 @@ def main(argv):
   # A TERM (a scheduler, `kill`) stops the run like Ctrl-C: the running stage's process is
   # killed and its stage is not recorded as done.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit("quickstart: terminated"))
-  pipe = pipeline_lib.Pipeline(preset, output_dir, seed=FLAGS.seed)
+  pipe = pipeline_lib.Pipeline(preset, output_dir, seed=FLAGS.seed, jobs=FLAGS.jobs)
   pipe.log("quickstart", f"preset {preset.name}: {len(pipe.stages())} stages -> {pipe.out}")
   try:
     _, times = pipe.run(finish=_report)

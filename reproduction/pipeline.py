@@ -7,37 +7,38 @@ Stages, in order (Pipeline.stages):
                           the corpus `passes` times, fresh targets and orders in each pass)
   records-valid           the same from the dev documents (held-out loss)
   configs                 xlnet_config.json and an MPNet config.json of comparable size
-  then for each arm (none = XLNet without pretraining, none-mpnet = MPNet without pretraining,
-  plm, mlm, mpnet):
-  pretrain-ARM            run_pretrain.py --objective=ARM (not for the none arms)
+  pretrain-ARM            run_pretrain.py --objective=ARM, for the arms plm, mlm, mpnet
   pretrain-mpnet-mlm      MPNet's architecture on the mlm objective (with mpnet and mlm arms;
                           diagnostics only: separates architecture from objective)
+  then for each arm (none = XLNet without pretraining, none-mpnet = MPNet without pretraining,
+  plm, mlm, mpnet):
   TASK-ARM-lrLR           fine-tuning at each learning rate of the preset's grid, seed 0,
                           evaluated on the DEV split (only when the grid has several values)
   TASK-ARM-sSEED          fine-tuning at the learning rate that scored best on dev, evaluated
                           once on the TEST split; TASK = classify (run_classifier.py
                           --task_name=dbpedia), squad (run_squad.py), race (run_race.py)
   diagnostics             python -m reproduction.diagnostics: held-out loss per checkpoint,
-                          linear probes per arm and checkpoint, MPNet's loss per mode
+                          linear probes per arm and checkpoint, MPNet's loss per mode, the
+                          zero-shot cloze
   report                  report.md + plots (always rewritten)
 
-A script stage's stdout and stderr go to OUTPUT_DIR/logs/STAGE.log; when it succeeds, its
-parsed results go to OUTPUT_DIR/stages/STAGE.json (written atomically), and a rerun skips every
-stage that has that file. A failing stage stops the run with StageError: one line naming the
-stage and its log.
+The pretraining and fine-tuning stages may run `jobs` at a time (quickstart --jobs; each after
+the stages it reads: a fine-tuning run after its arm's pretraining, a test run after its dev
+runs); the others are barriers. reproduction/scheduler.py runs them: a script stage's stdout
+and stderr go to OUTPUT_DIR/logs/STAGE.log; when it succeeds, its parsed results go to
+OUTPUT_DIR/stages/STAGE.json (written atomically), and a rerun skips every stage that has that
+file. A failing stage stops the run with StageError: one line naming the stage and its log.
 """
 
-import dataclasses
 import json
 import os
 import re
-import shlex
-import subprocess
 import sys
-import time
 
 from reproduction import tasks
+from reproduction.scheduler import STEP_LINE, Stage, StageError, format_duration, run_stages
 
+__all__ = ["Pipeline", "Stage", "StageError", "format_duration"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARMS = ("none", "none-mpnet", "plm", "mlm", "mpnet")
 BASELINE = {"plm": "none", "mlm": "none", "mpnet": "none-mpnet"}   # same model, random weights
@@ -53,32 +54,6 @@ FAMILY_RUNS = {"xlnet": ([], "xlnet_config.json", "xlnet_model.ckpt"),
                "mpnet": (["--model_type=mpnet"], "config.json", "")}
 TASKS = ("classify", "squad", "race")
 MAIN_METRIC = {"classify": "accuracy", "squad": "f1", "race": "accuracy"}
-_STEP = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
-_RELAY = ("eval at step", "done:", "wrote ", "exported", "init from", "using the best")
-
-
-class StageError(RuntimeError):
-  """A stage failed; the message is one line naming the stage and its log file."""
-
-
-@dataclasses.dataclass
-class Stage:
-  name: str
-  what: str                   # one line for the console
-  estimate_s: float           # for the ETA
-  argv: object = None         # script + flags, run with this Python from the repository root;
-                              # or a function (results so far) -> that list
-  fn: object = None           # or an in-process function -> results dict
-  parse: object = None        # log text -> results dict (script stages)
-
-
-def format_duration(seconds):
-  seconds = max(0, int(round(seconds)))
-  if seconds < 60:
-    return f"{seconds}s"
-  if seconds < 3600:
-    return f"{seconds // 60}m{seconds % 60:02d}s"
-  return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 # ---- parsing of the scripts' output ---------------------------------------------------------
@@ -86,7 +61,7 @@ def training_curve(text):
   """[(step, loss)] from the trainer's log lines ("step N/T loss X ...")."""
   curve = []
   for line in text.splitlines():
-    m = _STEP.match(line.strip())
+    m = STEP_LINE.match(line.strip())
     if m:
       curve.append((int(m.group(1)), float(m.group(3))))
   return curve
@@ -178,8 +153,8 @@ def mpnet_params(p, max_positions, buckets=32):
 class Pipeline:
   """Builds the stage list for a preset and runs it (resuming), printing progress and ETA."""
 
-  def __init__(self, preset, output_dir, seed=0, log=None, python=sys.executable):
-    self.p, self.seed, self.python = preset, seed, python
+  def __init__(self, preset, output_dir, seed=0, log=None, python=sys.executable, jobs=1):
+    self.p, self.seed, self.python, self.jobs = preset, seed, python, jobs
     self.out = os.path.abspath(output_dir)
     self.log = log or (lambda stage, message: print(f"[{stage}] {message}", flush=True))
     self.data = os.path.join(self.out, "data")
@@ -231,11 +206,14 @@ class Pipeline:
             f"--seed={self.seed}"], parse=parse_records),
         Stage("configs", "model configs of comparable size", 1, fn=self._make_configs),
     ]
+    # pretraining, then fine-tuning: script stages that may share the machine (jobs), each
+    # after the runs it reads
     for arm in p.arms:
       if arm in OBJECTIVES:
         out.append(self._pretrain_stage(arm))
       if arm == "mpnet" and "mlm" in p.arms:   # same objective as mlm, MPNet's architecture
         out.append(self._pretrain_stage("mpnet", mode="mlm"))
+    for arm in p.arms:
       for task, grid, seeds, arms in (("classify", p.cls_lrs, p.seeds, p.arms),
                                       ("squad", p.qa_lrs, p.qa_seeds, p.squad_arms),
                                       ("race", p.qa_lrs, p.qa_seeds, p.race_arms)):
@@ -269,7 +247,7 @@ class Pipeline:
                 [f"--mpnet_mode={mode}"] if mode else [])
     return Stage(f"pretrain-{name}", f"{p.pretrain_steps} steps of {name}",
                  p.overhead_s + p.pretrain_steps * p.pretrain_step_s, argv=argv,
-                 parse=parse_pretrain)
+                 parse=parse_pretrain, parallel=True)
 
   def _model_flags(self, arm):
     """Flags that pick the model and its initialisation for a fine-tuning arm."""
@@ -331,8 +309,11 @@ class Pipeline:
         return base + self._finetune_flags(task, arm, seed, steps, lr)
     scale = 1.0 if task == "classify" else p.qa_seq_len / p.cls_seq_len
     key = {"classify": "accuracy", "squad": "exact", "race": "split"}[task]
+    after = () if arm in ARM_OBJECTIVE else (f"pretrain-{arm}",)
+    if lr is None and len(grid) > 1:
+      after += tuple(f"{task}-{arm}-lr{lr_name(g)}" for g in grid)
     return Stage(name, what, p.overhead_s + steps * p.finetune_step_s * scale, argv=argv,
-                 parse=_parse_finetune(key))
+                 parse=_parse_finetune(key), parallel=True, after=after)
 
   # ---- in-process stages ------------------------------------------------------------------
   def _make_data(self):
@@ -392,103 +373,13 @@ class Pipeline:
     else:
       tasks.atomic_write(path, json.dumps(run, indent=1) + "\n")
 
-  def _run_script(self, stage, eta):
-    log_path = self.log_file(stage.name)
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    cmd = [self.python, *stage.argv]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with open(log_path, "w", encoding="utf-8") as log_f, \
-         open(log_path, encoding="utf-8", errors="replace") as reader:
-      log_f.write(f"$ cd {ROOT} && {shlex.join(cmd)}\n\n")
-      log_f.flush()
-      proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_f, stderr=subprocess.STDOUT, env=env)
-      pending = ""
-      try:
-        while True:
-          done = proc.poll() is not None
-          pending += reader.read()
-          *lines, pending = pending.split("\n")
-          for line in lines:
-            self._relay(stage, line.strip(), eta)
-          if done:
-            break
-          time.sleep(0.5)
-      except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-      text = f.read()
-    if proc.returncode != 0:
-      lines = [l.strip() for l in text.splitlines() if l.strip()]
-      script = os.path.basename(stage.argv[1] if stage.argv[0] == "-m" else stage.argv[0])
-      errors = [l for l in lines
-                if l.startswith(f"{script}:") or re.search(r"\w(Error|Exception)\b", l)]
-      last = (errors or lines or ["no output"])[-1][:300]
-      raise StageError(f"stage {stage.name} failed (exit {proc.returncode}): {last} "
-                       f"-- full log: {log_path}")
-    return stage.parse(text)
-
-  def _relay(self, stage, line, eta):
-    m = _STEP.match(line)
-    if m:
-      left = re.search(r"ETA (\d+)s", line)
-      stage_left = float(left.group(1)) if left else 0.0
-      self.log(stage.name, f"step {m.group(1)}/{m.group(2)} loss {float(m.group(3)):.3f}; "
-               f"stage ETA {format_duration(stage_left)}, run ETA "
-               f"{format_duration(stage_left + eta())}")
-    elif line.startswith(_RELAY) or (line.startswith("{") and line.endswith("}")):
-      self.log(stage.name, line[:160])
-
   def run(self, finish=None):
-    """Runs every stage not done yet; then `finish(pipeline, results, times)` (the report).
-    Returns (results by stage, seconds by stage)."""
+    """Runs every stage not done yet (scheduler.run_stages: up to self.jobs script stages at
+    once); then `finish(pipeline, results, times)` (the report). Returns (results by stage,
+    seconds by stage)."""
     os.makedirs(self.out, exist_ok=True)
     self._check_run_file()
-    stages = self.stages()
-    results, times = {}, {}
-    spent = {"actual": 0.0, "estimate": 0.0}
-    start = time.time()
-
-    def remaining(after):
-      # measured / estimated time so far, pulled towards 1 by a minute of prior
-      ratio = (spent["actual"] + 60.0) / (spent["estimate"] + 60.0)
-      todo = [s.estimate_s for s in stages[after + 1:] if s.name not in results]
-      return sum(todo) * ratio
-
-    for i, stage in enumerate(stages):
-      tag = f"{i + 1}/{len(stages)} {stage.name}"
-      done_file = self.stage_file(stage.name)
-      if os.path.exists(done_file):
-        with open(done_file, encoding="utf-8") as f:
-          saved = json.load(f)
-        results[stage.name], times[stage.name] = saved["results"], saved["seconds"]
-        self.log(tag, f"done in an earlier run ({format_duration(saved['seconds'])}), skipped")
-        continue
-      if callable(stage.argv):
-        stage = dataclasses.replace(stage, argv=stage.argv(results))
-      where = f"; log {self.log_file(stage.name)}" if stage.argv else ""
-      self.log(tag, f"{stage.what}{where}; run ETA {format_duration(remaining(i - 1))}")
-      t0 = time.time()
-      if stage.argv:
-        result = self._run_script(stage, lambda i=i: remaining(i))
-      else:
-        try:
-          result = stage.fn()
-        except (OSError, ValueError) as e:
-          raise StageError(f"stage {stage.name} failed: {e}") from None
-      seconds = time.time() - t0
-      spent["actual"] += seconds
-      spent["estimate"] += stage.estimate_s
-      results[stage.name], times[stage.name] = result, seconds
-      record = {"name": stage.name, "seconds": seconds, "results": result,
-                "command": ([os.path.basename(self.python), *stage.argv] if stage.argv
-                            else None)}
-      tasks.atomic_write(done_file, json.dumps(record, indent=1) + "\n")
-      self.log(tag, f"done in {format_duration(seconds)} (elapsed "
-               f"{format_duration(time.time() - start)}, run ETA "
-               f"{format_duration(remaining(i))})")
+    results, times = run_stages(self.stages(), self.out, self.python, self.log, jobs=self.jobs)
     if finish:
       finish(self, results, times)
     return results, times

@@ -1,0 +1,74 @@
+"""The quickstart's stage scheduler (reproduction/scheduler.py): order, `after`, barriers, at
+most `jobs` at once, failures and resuming. Fake script stages record when they ran."""
+
+import json
+import os
+
+import pytest
+
+from reproduction.scheduler import Stage, StageError, run_stages
+
+_SCRIPT = ("import json, sys, time; t0 = time.time(); time.sleep(float(sys.argv[2])); "
+           "open(sys.argv[1], 'a').write(json.dumps([sys.argv[3], t0, time.time()]) + '\\n'); "
+           "print('step 1/1 loss 1.0'); sys.exit(int(sys.argv[4]))")
+
+
+def _stage(name, times, sleep=0.6, fail=0, parallel=True, after=()):
+  return Stage(name, name, 1.0, argv=["-c", _SCRIPT, str(times), str(sleep), name, str(fail)],
+               parse=lambda text, name=name: {"name": name}, parallel=parallel, after=after)
+
+
+def _spans(times):
+  with open(times) as f:
+    return {name: (t0, t1) for name, t0, t1 in map(json.loads, f)}
+
+
+def _run(tmp_path, stages, jobs):
+  return run_stages(stages, str(tmp_path / "out"), "python", lambda *a: None, jobs=jobs)
+
+
+def test_parallel_stages_overlap_after_and_barriers_hold(tmp_path):
+  times = tmp_path / "times.jsonl"
+  stages = [_stage("a", times), _stage("b", times), _stage("c", times, after=("a",)),
+            _stage("barrier", times, sleep=0.1, parallel=False), _stage("d", times)]
+  results, seconds = _run(tmp_path, stages, jobs=2)
+  assert set(results) == {"a", "b", "c", "barrier", "d"}
+  s = _spans(times)
+  assert s["b"][0] < s["a"][1] and s["a"][0] < s["b"][1]            # a and b overlapped
+  assert s["c"][0] >= s["a"][1]                                      # c after a
+  assert s["barrier"][0] >= max(s[n][1] for n in "abc")              # the barrier waits
+  assert s["d"][0] >= s["barrier"][1]                                # and holds back d
+  for name in ("a", "b", "c", "barrier", "d"):
+    saved = json.loads((tmp_path / "out" / "stages" / f"{name}.json").read_text())
+    assert saved["results"] == {"name": name}
+
+
+def test_one_job_runs_one_at_a_time_in_order(tmp_path):
+  times = tmp_path / "times.jsonl"
+  _run(tmp_path, [_stage(n, times, sleep=0.2) for n in "abc"], jobs=1)
+  s = _spans(times)
+  assert s["a"][1] <= s["b"][0] and s["b"][1] <= s["c"][0]
+
+
+def test_a_failure_stops_the_others_and_a_rerun_resumes(tmp_path):
+  times = tmp_path / "times.jsonl"
+  stages = [_stage("slow", times, sleep=30), _stage("bad", times, sleep=0.2, fail=1),
+            _stage("later", times)]
+  with pytest.raises(StageError, match=r"^stage bad failed \(exit 1\)"):
+    _run(tmp_path, stages, jobs=2)
+  stage_dir = tmp_path / "out" / "stages"
+  assert not stage_dir.exists() or os.listdir(stage_dir) == []
+  # slow was killed, not recorded; later never started
+  assert "slow" not in _spans(times) and "later" not in _spans(times)
+  # rerun: a stage recorded as done is skipped, the rest runs
+  stage_dir.mkdir(parents=True, exist_ok=True)
+  (stage_dir / "slow.json").write_text(json.dumps(
+      {"name": "slow", "seconds": 1.0, "results": {"name": "slow"}}))
+  stages[1] = _stage("bad", times, sleep=0.1)
+  results, _ = _run(tmp_path, stages, jobs=2)
+  assert set(results) == {"slow", "bad", "later"} and "slow" not in _spans(times)
+
+
+def test_waiting_for_a_stage_nobody_provides_is_an_error(tmp_path):
+  with pytest.raises(StageError, match="waits for"):
+    _run(tmp_path, [_stage("x", tmp_path / "t", after=("missing",))], jobs=2)
