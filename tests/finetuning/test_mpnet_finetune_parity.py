@@ -7,7 +7,8 @@ test_finetuning_steps_equal_hugging_face_pytorch
   1e-6, clip 1.0, warmup + linear decay) gives, step by step, the losses and logits of an independent reference: Hugging Face's
   PyTorch MPNetForSequenceClassification on the same weights and rows, trained by TF1's Adam
   written out in torch. Rows use the SentencePiece ids the quickstart uses (<s> = 1, </s> = 2,
-  <pad> = 5), uneven right padding; the reference gets fairseq's position ids from pad id 5.
+  <pad> = 5), uneven right padding; the reference gets HF's default position ids (the export
+  re-indexes the position table for them: modeling/mpnet/hf.py).
 
 python -m pytest tests/finetuning/test_mpnet_finetune_parity.py
 """
@@ -47,12 +48,6 @@ def _rows(rng, batch=4, length=12):
   return ids, (ids == PAD).astype(np.float32)
 
 
-def _fairseq_positions(ids):
-  """fairseq's make_positions written independently: pad + 1, pad + 2, ... on real tokens."""
-  real = (ids != PAD).astype(np.int64)
-  return np.cumsum(real, 1) * real + PAD
-
-
 def _schedule(t):
   """The release's WarmupDecay: lr * t / warmup, then linear decay to 0 at STEPS (t = updates
   done so far, so the first update has lr 0)."""
@@ -63,7 +58,7 @@ def _reference(model_dir, batches):
   """HF PyTorch MPNet + TF1 Adam (ApplyAdam: eps on the uncorrected sqrt(v)), global-norm clip."""
   m = transformers.MPNetForSequenceClassification.from_pretrained(model_dir)
   # fine-tuning rows with pad 5: every row of the tables trains (HF's padding_idx=1 would freeze
-  # the <s> row) and positions are fairseq's from pad 5 (passed explicitly)
+  # the <s> row and the <s> position's row); positions: HF's own from the ids
   m.mpnet.embeddings.word_embeddings.padding_idx = None
   m.mpnet.embeddings.position_embeddings.padding_idx = None
   m.train()
@@ -71,8 +66,7 @@ def _reference(model_dir, batches):
   moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
   losses = []
   for t, (ids, mask, label) in enumerate(batches):
-    out = m(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(1 - mask).long(),
-            position_ids=torch.tensor(_fairseq_positions(ids)))
+    out = m(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(1 - mask).long())
     loss = torch.nn.functional.cross_entropy(out.logits, torch.tensor(label).long())
     m.zero_grad()
     loss.backward()
@@ -87,8 +81,8 @@ def _reference(model_dir, batches):
   m.eval()
   ids, mask, _ = batches[0]
   with torch.no_grad():
-    logits = m(input_ids=torch.tensor(ids).long(), attention_mask=torch.tensor(1 - mask).long(),
-               position_ids=torch.tensor(_fairseq_positions(ids))).logits.numpy()
+    logits = m(input_ids=torch.tensor(ids).long(),
+               attention_mask=torch.tensor(1 - mask).long()).logits.numpy()
   return np.array(losses), logits
 
 
