@@ -52,8 +52,8 @@ ARM_OBJECTIVE = {"none": "plm", "none-mpnet": "mpnet"}   # random-weight arms: w
 # pretraining run's export/ holds for fine-tuning (config file, init path; "" = the directory).
 FAMILY_RUNS = {"xlnet": ([], "xlnet_config.json", "xlnet_model.ckpt"),
                "mpnet": (["--model_type=mpnet"], "config.json", "")}
-TASKS = ("classify", "squad", "race")
-MAIN_METRIC = {"classify": "accuracy", "squad": "f1", "race": "accuracy"}
+TASKS = ("classify", "squad", "race")   # the tasks of the orderings (acceptability: language_report)
+MAIN_METRIC = {"classify": "accuracy", "accept": "mcc", "squad": "f1", "race": "accuracy"}
 
 
 # ---- parsing of the scripts' output ---------------------------------------------------------
@@ -215,6 +215,8 @@ class Pipeline:
         out.append(self._pretrain_stage("mpnet", mode="mlm"))
     for arm in p.arms:
       for task, grid, seeds, arms in (("classify", p.cls_lrs, p.seeds, p.arms),
+                                      ("accept", p.cls_lrs, p.seeds,
+                                       p.arms if p.accept_train else ()),
                                       ("squad", p.qa_lrs, p.qa_seeds, p.squad_arms),
                                       ("race", p.qa_lrs, p.qa_seeds, p.race_arms)):
         if arm not in arms:
@@ -278,6 +280,11 @@ class Pipeline:
       return ["run_classifier.py", "--task_name=dbpedia", f"--data_dir={self.data}/classify",
               f"--eval_split={split}", f"--max_seq_length={p.cls_seq_len}",
               f"--train_batch_size={p.cls_batch}", "--do_train", "--do_eval"], p.cls_steps
+    if task == "accept":    # the test split is unlabelled (GLUE's): CoLA.tsv, scored here
+      return ["run_classifier.py", "--task_name=cola", f"--data_dir={self.data}/CoLA",
+              f"--eval_split={split}", f"--max_seq_length={p.cls_seq_len}",
+              f"--train_batch_size={p.cls_batch}", "--do_train",
+              "--do_eval" if split == "dev" else "--do_predict"], p.accept_steps
     if task == "squad":
       return ["run_squad.py", "--do_train", "--do_predict",
               f"--train_file={self.data}/squad/train-v2.0.json",
@@ -292,11 +299,11 @@ class Pipeline:
   def _finetune_stage(self, task, arm, seed, lr=None):
     """lr given: a dev run of the learning-rate grid; else a test run at the chosen rate."""
     p = self.p
-    grid = p.cls_lrs if task == "classify" else p.qa_lrs
+    grid = p.qa_lrs if task in ("squad", "race") else p.cls_lrs
     split = "dev" if lr is not None else "test"
     argv, steps = self._task_flags(task, split)
-    what = {"classify": "module classification", "squad": "SQuAD 2.0 format",
-            "race": "RACE format"}[task]
+    what = {"classify": "module classification", "accept": "acceptability (CoLA layout)",
+            "squad": "SQuAD 2.0 format", "race": "RACE format"}[task]
     if lr is not None:
       name, what = f"{task}-{arm}-lr{lr_name(lr)}", f"{what}, {arm}, lr {lr:g} on dev"
       argv = argv + self._finetune_flags(task, arm, 0, steps, lr, model_dir=self.path(
@@ -307,13 +314,28 @@ class Pipeline:
       def argv(results, base=argv, steps=steps):
         lr, _ = chosen_lr(results, task, arm, grid)
         return base + self._finetune_flags(task, arm, seed, steps, lr)
-    scale = 1.0 if task == "classify" else p.qa_seq_len / p.cls_seq_len
-    key = {"classify": "accuracy", "squad": "exact", "race": "split"}[task]
+    scale = p.qa_seq_len / p.cls_seq_len if task in ("squad", "race") else 1.0
+    key = {"classify": "accuracy", "accept": "mcc", "squad": "exact", "race": "split"}[task]
+    parse = _parse_finetune(key)
+    if task == "accept" and lr is None:
+      parse = self._parse_acceptability(self.finetune_dir(task, arm, seed))
     after = () if arm in ARM_OBJECTIVE else (f"pretrain-{arm}",)
     if lr is None and len(grid) > 1:
       after += tuple(f"{task}-{arm}-lr{lr_name(g)}" for g in grid)
     return Stage(name, what, p.overhead_s + steps * p.finetune_step_s * scale, argv=argv,
-                 parse=_parse_finetune(key), parallel=True, after=after)
+                 parse=parse, parallel=True, after=after)
+
+  def _parse_acceptability(self, model_dir):
+    """A test run's parse: its CoLA.tsv predictions scored against test-labels.tsv (read
+    here, once), {"metrics": {"mcc", "accuracy", "n"}} like a dev run's."""
+    def parse(text):
+      out = _parse_finetune("mcc")(text)
+      preds = tasks.read_tsv_column(os.path.join(model_dir, "CoLA.tsv"), "prediction")
+      labels = tasks.read_tsv_column(os.path.join(self.data, "CoLA", "test-labels.tsv"),
+                                     "label")
+      out["metrics"] = tasks.acceptability_scores(labels, preds)
+      return out
+    return parse
 
   # ---- in-process stages ------------------------------------------------------------------
   def _make_data(self):
@@ -330,9 +352,12 @@ class Pipeline:
                               p.squad_train, p.squad_eval, p.context_chars)
     race = tasks.write_race(splits, os.path.join(self.data, "RACE"), self.seed, p.race_train,
                             p.race_eval, p.context_chars)
+    accept = (tasks.write_acceptability(splits, os.path.join(self.data, "CoLA"), self.seed,
+                                        p.accept_train, p.accept_eval) if p.accept_train
+              else {})
     return {"documents": len(docs), "splits": {k: len(v) for k, v in splits.items()},
             "corpus": {"documents": n_docs, "bytes": n_bytes}, "classify": classify,
-            "squad": squad, "race": race}
+            "squad": squad, "race": race, "accept": accept}
 
   def _make_configs(self):
     import sentencepiece as spm
@@ -349,7 +374,9 @@ class Pipeline:
              "intermediate_size": p.d_inner, "hidden_act": "gelu",
              "hidden_dropout_prob": p.dropout, "attention_probs_dropout_prob": p.dropout,
              "max_position_embeddings": self.mpnet_max_positions,
-             "relative_attention_num_buckets": 32, "layer_norm_eps": 1e-12, "pad_token_id": pad}
+             "relative_attention_num_buckets": 32, "layer_norm_eps": 1e-5, "pad_token_id": pad}
+    # layer_norm_eps: the MPNet release's (fairseq's LayerNorm default, microsoft/mpnet-base's
+    # config.json); Hugging Face's MPNetConfig defaults to 1e-12
     for name, config in (("xlnet_config.json", xlnet), ("mpnet_config.json", mpnet)):
       tasks.atomic_write(os.path.join(self.models, name), json.dumps(config, indent=1) + "\n")
     return {"xlnet": xlnet, "mpnet": mpnet, "xlnet_params": xlnet_params(p),

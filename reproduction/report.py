@@ -9,7 +9,7 @@ import json
 import math
 import os
 
-from reproduction import diagnosis_report, tasks
+from reproduction import diagnosis_report, language_report, tasks
 from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES, format_duration
 
 ARM_TITLES = {"none": "XLNet without pretraining (random init)",
@@ -97,6 +97,7 @@ def aggregate(pipeline, results):
     race = [r["metrics"] for r in race if r and r.get("metrics")]
     if race:
       out["race"][arm] = {k: stats([m[k] for m in race]) for k in race[0] if k != "split"}
+  out["accept"] = language_report.aggregate(p, results)
   out["sweep"] = diagnosis_report.sweeps(pipeline, results)
   out["diagnostics"] = results.get("diagnostics") or {}
   return out
@@ -427,7 +428,8 @@ def write_report(pipeline, results, times):
         "a demonstration that every piece works end to end, not as a reproduction of the "
         "papers' results.", "", "## What this run shows", ""]
   md += _summary(agg, unigram, data)
-  md += [f"- {l}" for l in diagnosis_report.summary_lines(agg, data)] + ["", "## Setup", ""]
+  md += [f"- {l}" for l in diagnosis_report.summary_lines(agg, data)
+         + [language_report.summary_line(agg["accept"])] if l] + ["", "## Setup", ""]
   if data:
     labels = data["classify"]["labels"]
     md += [f"- Corpus: the docstrings of this Python's standard library, {data['documents']:,} "
@@ -490,7 +492,8 @@ def write_report(pipeline, results, times):
   md += _classification_text(agg, data) if data else []
   if "classification.png" in plots:
     md += ["", "![classification accuracy](plots/classification.png)"]
-  md += ["", "## SQuAD 2.0 and RACE formats", ""]
+  md += [""] + language_report.section(agg["accept"], data, p)
+  md += ["## SQuAD 2.0 and RACE formats", ""]
   if agg["squad"] or agg["race"]:
     rows = []
     for a in [a for a in ARMS if a in agg["squad"] or a in agg["race"]]:

@@ -381,3 +381,23 @@ def write_acceptability(splits, out_dir, seed, n_train, n_eval):
       atomic_write(os.path.join(out_dir, f"{split}.tsv"), "".join(
           f"{src}\t{label}\t{'*' if label == '0' else ''}\t{s}\n" for src, label, s in rows))
   return counts
+
+
+def read_tsv_column(path, column):
+  """One named column of a TSV file with a header line (CoLA.tsv, test-labels.tsv)."""
+  with open(path, encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+  if not rows or column not in rows[0]:
+    raise ValueError(f"{path}: no '{column}' column in its header")
+  k = rows[0].index(column)
+  return [r[k] for r in rows[1:]]
+
+
+def acceptability_scores(labels, preds):
+  """{"mcc", "accuracy", "n"} of CoLA-style "0"/"1" predictions against the test labels."""
+  from finetuning import metrics   # numpy only
+  if len(labels) != len(preds):
+    raise ValueError(f"{len(preds)} predictions for {len(labels)} test sentences")
+  y, p = np.array(labels, object), np.array(preds, object)
+  return {"mcc": float(metrics.matthews_corrcoef(y, p)), "accuracy": float((y == p).mean()),
+          "n": len(labels)}

@@ -161,8 +161,8 @@ def test_quickstart_tiny_end_to_end(tmp_path):
   stages = [s.name for s in pipeline_lib.Pipeline(PRESETS["tiny"], str(out)).stages()]
   for name in ("data", "tokenizer", "records", "records-valid", "configs", "pretrain-plm",
                "pretrain-mpnet", "classify-plm-lr0.001", "classify-plm-lr0.003",
-               "classify-plm-s0", "classify-mpnet-s0", "squad-plm-s0", "race-mpnet-s0",
-               "diagnostics"):
+               "classify-plm-s0", "classify-mpnet-s0", "accept-plm-lr0.001", "accept-plm-s0",
+               "accept-mpnet-s0", "squad-plm-s0", "race-mpnet-s0", "diagnostics"):
     assert name in stages
   for k, name in enumerate(stages):
     assert f"[{k + 1}/{len(stages)} {name}] done in" in result.stdout
@@ -171,25 +171,35 @@ def test_quickstart_tiny_end_to_end(tmp_path):
   for path in ("report.md", "results.json", "plots/pretrain_loss.png", "plots/classification.png",
                "plots/qa.png", "tokenizer/spiece.model", "models/mpnet_config.json",
                "pretrain/plm/export/xlnet_model.ckpt.index", "pretrain/mpnet/export/config.json",
-               "finetune/squad/plm/seed0/predictions.json", "data/classify/train.csv"):
+               "finetune/squad/plm/seed0/predictions.json", "data/classify/train.csv",
+               "data/CoLA/test-labels.tsv", "finetune/accept/mpnet/seed0/CoLA.tsv"):
     assert (out / path).exists(), path
   report = (out / "report.md").read_text()
   for heading in ("## Pretraining", "## Module classification", "## SQuAD 2.0 and RACE",
                   "## How this compares with the papers", "## Diagnosis",
                   "### Learning-rate choice on dev", "### Linear probes",
-                  "### MPNet's weights in its three modes"):
+                  "### MPNet's weights in its three modes", "## Acceptability (CoLA layout"):
     assert heading in report
   # every training run (pretraining and fine-tuning, XLNet and MPNet) names its optimizer in its
   # log; the report says they all used the one the quickstart pins
   optimizers = {json.loads(path.read_text())["results"].get("optimizer")
                 for path in (out / "stages").glob("*.json")
-                if path.stem.startswith(("pretrain-", "classify-", "squad-", "race-"))}
+                if path.stem.startswith(("pretrain-", "classify-", "accept-", "squad-",
+                                         "race-"))}
   assert optimizers == {"release tf.train.AdamOptimizer (TF1 bias correction), betas (0.9, "
                         "0.999), eps 1e-06, weight decay 0, clip 1"}, optimizers
   assert "- Optimizer, the same for all" in report and "tf.train.AdamOptimizer" in report
   results = json.loads((out / "results.json").read_text())
   assert set(results["aggregate"]["classify"]) >= {"plm", "mpnet"}
   assert results["aggregate"]["pretrain"]["plm"]["curve"]
+  # the acceptability test runs are scored from their CoLA.tsv against the labels kept apart
+  accept = results["aggregate"]["accept"]
+  assert set(accept) == {"plm", "mpnet"} and accept["plm"]["n_test"] == 16
+  labels = (out / "data" / "CoLA" / "test-labels.tsv").read_text().split("\n")[1:-1]
+  preds = (out / "finetune" / "accept" / "plm" / "seed0" / "CoLA.tsv").read_text().split(
+      "\n")[1:-1]
+  right = sum(a.split("\t") == b.split("\t") for a, b in zip(labels, preds))
+  assert len(preds) == 16 and accept["plm"]["accuracy"]["mean"] == right / 16
   diag = results["aggregate"]["diagnostics"]
   assert set(diag["probe"]) == {"plm", "mpnet"} and set(diag["probe"]["plm"]) == {"5", "10"}
   assert set(diag["mpnet_modes"]) == {"mpnet", "plm", "mlm", "mpnet, position order"}

@@ -1,0 +1,115 @@
+"""The report's acceptability section: a fine-tuned task that needs language.
+
+The set (reproduction/tasks.write_acceptability, GLUE CoLA's layout): real prose sentences of
+the held-out docstrings (label 1) against sentences with two words swapped or one replaced
+(label 0), balanced; a train set too small to learn the language from. Each arm fine-tunes
+with the classification recipe (learning rate chosen on dev by MCC, seed 0), then the preset's
+seeds predict the unlabelled test split once (CoLA.tsv), scored against test-labels.tsv by the
+pipeline. Noise of an arm's mean: the test set's sampling (binomial for accuracy, (1 - r^2) /
+(n - 2) for a correlation) plus the seed spread (std^2 / seeds); a pretrained arm beats its
+random-weights twin when its mean is above by more than two standard errors of the difference.
+"""
+
+import math
+
+from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES
+
+METRICS = ("mcc", "accuracy")
+
+
+def _stats(values):
+  n = len(values)
+  mean = sum(values) / n
+  std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+  return {"n": n, "mean": mean, "std": std, "values": values}
+
+
+def aggregate(p, results):
+  """{arm: {"mcc": stats, "accuracy": stats, "n_test": n}} over the test seeds' runs."""
+  out = {}
+  for arm in ARMS:
+    runs = [(results.get(f"accept-{arm}-s{s}") or {}).get("metrics") for s in p.seeds]
+    runs = [m for m in runs if m and "mcc" in m and "accuracy" in m]
+    if runs:
+      out[arm] = {k: _stats([m[k] for m in runs]) for k in METRICS}
+      out[arm]["n_test"] = runs[0]["n"]
+  return out
+
+
+def standard_error(metric, s, n_test):
+  """Standard error of an arm's mean `metric`: the test set's sampling plus the seed spread."""
+  m = s["mean"]
+  sampling = (m * (1 - m) / n_test if metric == "accuracy"
+              else (1 - m * m) / max(1, n_test - 2))
+  return math.sqrt(sampling + s["std"] ** 2 / s["n"])
+
+
+def verdict(acc, arm, base, metric="mcc"):
+  """(difference arm - base, two standard errors of it, beyond?)"""
+  a, b = acc[arm], acc[base]
+  diff = a[metric]["mean"] - b[metric]["mean"]
+  two_se = 2 * math.hypot(standard_error(metric, a[metric], a["n_test"]),
+                          standard_error(metric, b[metric], b["n_test"]))
+  return diff, two_se, abs(diff) > two_se
+
+
+def _fmt(s, scale=100.0):
+  text = f"{s['mean'] * scale:.1f}"
+  return text + (f" ± {s['std'] * scale:.1f}" if s["n"] > 1 else "")
+
+
+def summary_line(acc):
+  """One line for "What this run shows", or None without acceptability runs."""
+  parts = []
+  for obj in OBJECTIVES:
+    base = BASELINE[obj]
+    if obj in acc and base in acc:
+      diff, two_se, beyond = verdict(acc, obj, base)
+      parts.append(f"{obj} {diff * 100:+.1f} MCC points over {base} "
+                   f"({'beyond' if beyond else 'within'} the noise, ±{two_se * 100:.1f})")
+  if not parts:
+    return None
+  return ("Acceptability (real sentence or damaged copy, fine-tuned on a small train set, "
+          "test read once): " + "; ".join(parts) + ".")
+
+
+def section(acc, data, p):
+  """Markdown lines of the report's acceptability section."""
+  if not acc:
+    return []
+  counts = (data.get("accept") or {}).get("test", {})
+  n = sum(counts.values())
+  lines = ["## Acceptability (CoLA layout; test MCC and accuracy, %)", "",
+           f"Real prose sentences of the held-out docstrings against copies with two words "
+           f"swapped or one word replaced, GLUE CoLA's TSV layout (`run_classifier.py "
+           f"--task_name=cola`): train {sum((data['accept'].get('train') or {}).values())}, "
+           f"dev {sum((data['accept'].get('dev') or {}).values())}, test {n} sentences "
+           f"(labels {counts}). The train set is too small to learn English from; what "
+           "separates the arms is what pretraining taught. Same recipe as classification "
+           f"({p.accept_steps} steps, learning rate chosen on dev by MCC, seeds "
+           f"{', '.join(map(str, p.seeds))}); the test split has no labels in its file and "
+           "is scored once from each run's CoLA.tsv. Chance: MCC 0, accuracy 50%.", "",
+           "| arm | MCC | accuracy | per seed (MCC) |", "|---|---|---|---|"]
+  for arm, s in acc.items():
+    lines.append(f"| {arm} | {_fmt(s['mcc'])} | {_fmt(s['accuracy'])} | "
+                 + ", ".join(f"{v * 100:.1f}" for v in s["mcc"]["values"]) + " |")
+  lines.append("")
+  for obj in OBJECTIVES:
+    base = BASELINE[obj]
+    if obj in acc and base in acc:
+      diff, two_se, beyond = verdict(acc, obj, base)
+      d_acc, two_se_acc, beyond_acc = verdict(acc, obj, base, "accuracy")
+      lines.append(f"- {obj} against its random-weights twin {base}: MCC {diff * 100:+.1f} "
+                   f"points ({'beyond' if beyond else 'within'} two standard errors, "
+                   f"±{two_se * 100:.1f}); accuracy {d_acc * 100:+.1f} "
+                   f"({'beyond' if beyond_acc else 'within'} ±{two_se_acc * 100:.1f}).")
+  done = [o for o in OBJECTIVES if o in acc]
+  if len(done) > 1:
+    order = sorted(done, key=lambda o: -acc[o]["mcc"]["mean"])
+    pairs = []
+    for hi, lo in zip(order, order[1:]):
+      diff, two_se, beyond = verdict(acc, hi, lo)
+      pairs.append(f"{hi} > {lo} by {diff * 100:.1f} ({'beyond' if beyond else 'within'} "
+                   f"±{two_se * 100:.1f})")
+    lines.append("- Ordering of the objectives by test MCC: " + "; ".join(pairs) + ".")
+  return lines + [""]
