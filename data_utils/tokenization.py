@@ -23,7 +23,7 @@ from data_utils import fileio
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_SYMBOLS = {"<unk>": 0, "<s>": 1, "</s>": 2, "<cls>": 3, "<sep>": 4, "<pad>": 5,
                    "<mask>": 6, "<eod>": 7, "<eop>": 8}
-UNK_ID, CLS_ID, SEP_ID, PAD_ID = 0, 3, 4, 5
+UNK_ID, BOS_ID, CLS_ID, SEP_ID, PAD_ID = 0, 1, 3, 4, 5
 MASK_ID, EOD_ID, EOP_ID = 6, 7, 8
 # The release's word-start rule: a piece starting with "▁" or "<", or a single
 # ASCII punctuation character, begins a word.

@@ -1,5 +1,6 @@
 """mpnet: MPNet (masked and permuted pretraining, modeling/mpnet/pretrain.py) on the same
-records: the stored targets are the predicted set, their stored ranks the order of the
+records, laid out as MPNet's (<s> first: mpnet_pretrain.bos_first, so the <s> its fine-tuning
+rows pool is trained): the stored targets are the predicted set, their stored ranks the order of the
 predictions. --mpnet_mode switches the paper's ablations (mpnet | plm: - position compensation |
 mlm: - both) and --nompnet_permute keeps the predictions in position order (- permutation).
 MPNet carries no memory; its export is the Hugging Face layout (MPNetForMaskedLM).
@@ -8,7 +9,7 @@ MPNet carries no memory; its export is the Hugging Face layout (MPNetForMaskedLM
 import numpy as np
 import tensorflow as tf
 
-from data_utils.tokenization import PAD_ID
+from data_utils.tokenization import BOS_ID, CLS_ID, PAD_ID
 from modeling.mpnet import hf as mpnet_hf
 from modeling.mpnet import pretrain as mpnet_pretrain
 from pretraining import objective
@@ -24,8 +25,10 @@ class MPNet(objective.Objective):
 
   def predict(self, task, model, batch, state, step, training=True):
     c = task.config
+    ids, is_masked, rank = mpnet_pretrain.bos_first(batch["input_ids"], batch["is_masked"],
+                                                    batch["rank"], BOS_ID)
     inputs = mpnet_pretrain.build_inputs(
-        batch["input_ids"], batch["is_masked"], batch["rank"], c.num_predict,
+        ids, is_masked, rank, c.num_predict,
         task.step_seed(step), mode=c.mpnet_mode, permute=c.mpnet_permute,
         vocab_size=task.vocab_size)
     extra = {"query_pos": inputs["query_pos"], "kind": inputs["kind"]}
@@ -54,14 +57,17 @@ class MPNet(objective.Objective):
     return out
 
   def _score(self, task, model, rows):
-    """Rows with spans of one length, right padded to the longest: [P] log-probs per row."""
+    """Rows with spans of one length, right padded to the longest: [P] log-probs per row. The
+    rows (XLNet's layout, ending in <cls>) are laid out as in pretraining (bos_first)."""
     length = max(len(r.input_ids) for r in rows)
     ids = np.full([len(rows), length], PAD_ID, np.int32)
     masked = np.zeros(ids.shape, bool)
     pad = np.ones(ids.shape, bool)
     for j, row in enumerate(rows):
-      ids[j, :len(row.input_ids)] = row.input_ids
-      masked[j, row.start:row.end] = True
+      if row.input_ids[-1] != CLS_ID:
+        raise ValueError("a scored row must end in <cls> (XLNet's layout, as the records)")
+      ids[j, :len(row.input_ids)] = (BOS_ID,) + tuple(row.input_ids[:-1])
+      masked[j, row.start + 1:row.end + 1] = True
       pad[j, :len(row.input_ids)] = False
     rank = np.broadcast_to(np.arange(length), ids.shape)
     inputs = mpnet_pretrain.build_inputs(

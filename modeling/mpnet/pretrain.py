@@ -27,6 +27,24 @@ def corruption(shape, seed, vocab_size):
   return kind, tf.random.stateless_uniform(shape, seed + 1, 9, vocab_size, tf.int32)
 
 
+def bos_first(input_ids, is_masked, rank, bos_id):
+  """Record rows in XLNet's layout -> MPNet's: <s> first, the last token dropped.
+
+  The records hold [A <sep> B <sep> <cls>] (data_utils/writer.py; <sep> and <cls> are never
+  targets); the MPNet release prepends the dictionary's <s> to every pretraining block, and
+  every MPNet fine-tuning row starts with it (the classifier pools it). So the pretraining
+  rows become [<s> A <sep> B <sep>]: same length, targets and ranks moved one right with their
+  tokens, <s> never a target.
+
+  Args: input_ids int [B, L]; is_masked bool [B, L]; rank int [B, L].
+  Returns the three, shifted. Example (L = 5): [a, b, <sep>, <cls>, x] is not a record row;
+  [a, b, <sep>, <sep>, <cls>] -> [<s>, a, b, <sep>, <sep>].
+  """
+  def shift(x, first):
+    return tf.concat([tf.fill([tf.shape(x)[0], 1], tf.constant(first, x.dtype)), x[:, :-1]], 1)
+  return shift(input_ids, bos_id), shift(is_masked, False), shift(rank, 0)
+
+
 def build_inputs(input_ids, is_masked, rank, num_predict, seed, mode="mpnet", permute=True,
                  mask_id=MASK_ID, vocab_size=None, corrupt=True):
   """Records -> MPNet two-stream inputs.

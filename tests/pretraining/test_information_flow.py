@@ -140,10 +140,12 @@ def mpnet_order(is_masked, rank, permute):
 
 
 def mpnet_expected(order, kind, mode, length):
+  """In record positions. MPNet reads a record row <s> first with its last token (<cls>)
+  dropped (modeling/mpnet/pretrain.bos_first): that token reaches no prediction."""
   slot = {int(p): k for k, p in enumerate(order)}
   out = np.zeros((len(order), length), bool)
   for k in range(len(order)):
-    for j in range(length):
+    for j in range(length - 1):
       if j not in slot:
         out[k, j] = True                                     # non-predicted
       elif mode == "mlm":

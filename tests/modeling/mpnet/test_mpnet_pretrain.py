@@ -74,3 +74,20 @@ def test_train_step_compiles_and_learns(mode):
   args = [tf.constant(x) for x in (ids, masked, rank)]
   seen = [float(step(*args, tf.constant([0, 5]))) for _ in range(40)]
   assert np.isfinite(seen).all() and np.mean(seen[-5:]) < np.mean(seen[:5]) - 0.5, seen
+
+
+def test_bos_first_moves_record_rows_into_mpnets_layout():
+  # two record rows [A <sep> B <sep> <cls>] (<sep> 4, <cls> 3), targets marked, ranks
+  ids = np.array([[11, 12, 4, 13, 4, 3], [21, 4, 22, 23, 4, 3]], np.int32)
+  masked = np.array([[0, 1, 0, 1, 0, 0], [1, 0, 0, 1, 0, 0]], bool)
+  rank = np.array([[5, 0, 4, 1, 3, 2], [1, 2, 3, 0, 4, 5]], np.int32)
+  got = [t.numpy() for t in mpnet_pretrain.bos_first(tf.constant(ids), tf.constant(masked),
+                                                     tf.constant(rank), 1)]
+  np.testing.assert_array_equal(got[0], [[1, 11, 12, 4, 13, 4], [1, 21, 4, 22, 23, 4]])
+  np.testing.assert_array_equal(got[1], [[0, 0, 1, 0, 1, 0], [0, 1, 0, 0, 1, 0]])
+  np.testing.assert_array_equal(got[2], [[0, 5, 0, 4, 1, 3], [0, 1, 2, 3, 0, 4]])
+  # the targets are the same tokens as before, in the same order of ranks
+  for b in range(2):
+    before = ids[b][masked[b]][np.argsort(rank[b][masked[b]], kind="stable")]
+    after = got[0][b][got[1][b]][np.argsort(got[2][b][got[1][b]], kind="stable")]
+    np.testing.assert_array_equal(before, after)
