@@ -241,3 +241,26 @@ def test_cloze_scoring_chosen_on_dev_and_verdicts():
           "difference, n 300): is not told apart from its random weights.") in lines
   assert ("- mpnet: test 20.0% against 30.0% (-10.0 points, -2.8 standard errors of the "
           "difference, n 300): scores below its random weights beyond the noise.") in lines
+
+
+def test_acceptability_verdicts_weigh_test_sampling_and_seed_spread():
+  from reproduction import language_report, presets
+  p = presets.PRESETS["small"]
+  mcc = {"plm": [0.3, 0.3, 0.3], "none": [0.1, 0.1, 0.1], "mlm": [0.15, 0.25, 0.2]}
+  results = {f"accept-{arm}-s{s}": {"metrics": {"mcc": v, "accuracy": 0.5 + v / 2, "n": 600}}
+             for arm, values in mcc.items() for s, v in zip(p.seeds, values)}
+  acc = language_report.aggregate(p, results)
+  # by hand: SE(plm) = sqrt((1 - 0.09) / 598) = 0.039009, SE(none) = sqrt(0.99 / 598) = 0.040688
+  diff, two_se, beyond = language_report.verdict(acc, "plm", "none")
+  assert abs(diff - 0.2) < 1e-12 and abs(two_se - 0.112733) < 1e-5 and beyond
+  # mlm: mean 0.2, seed std 0.05 over 3 seeds adds 0.05^2 / 3 to the sampling's 0.96 / 598
+  diff, two_se, beyond = language_report.verdict(acc, "mlm", "none")
+  se_mlm = (0.96 / 598 + 0.0025 / 3) ** 0.5
+  assert abs(two_se - 2 * (se_mlm ** 2 + 0.99 / 598) ** 0.5) < 1e-9
+  assert abs(diff - 0.1) < 1e-12 and abs(two_se - 0.127972) < 1e-5 and not beyond
+  # accuracy: binomial, 0.65 and 0.55 on 600: 2 * sqrt(.65*.35/600 + .55*.45/600) = 0.056273
+  diff, two_se, beyond = language_report.verdict(acc, "plm", "none", "accuracy")
+  assert abs(two_se - 0.056273) < 1e-5 and beyond
+  line = language_report.summary_line(acc)
+  assert "plm +20.0 MCC points over none (beyond" in line
+  assert "mlm +10.0 MCC points over none (within" in line
