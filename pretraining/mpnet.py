@@ -21,6 +21,7 @@ class MPNet(objective.Objective):
   carries_memory = False
 
   def build_model(self, task):
+    mpnet_hf.special_tokens(task.model_config)   # the end-of-run export's check, before training
     return mpnet_pretrain.MPNetPretrainModel(task.model_config, mode=task.config.mpnet_mode)
 
   def predict(self, task, model, batch, state, step, training=True):
