@@ -179,6 +179,8 @@ def section(agg, data):
     lines.append("")
   if diag.get("cloze"):
     lines += cloze_lines(diag["cloze"])
+  if diag.get("pairs"):
+    lines += cloze_lines(diag["pairs"], PAIRS_TEXT)
   modes = diag.get("mpnet_modes")
   if modes:
     lines += ["### MPNet's weights in its three modes", "",
@@ -203,15 +205,25 @@ def cloze_choice(cloze):
   return out
 
 
-def cloze_lines(cloze):
-  """The zero-shot cloze table and one verdict per objective (test gap against two standard
-  errors of the difference)."""
-  lines = ["### Zero-shot cloze", "",
-           "Each objective's final pretraining weights and its random weights, with no "
-           "fine-tuning, pick the most probable of the four options at the blank of the "
-           "RACE-format questions (the option's tokens predicted as the objective predicts its "
-           "targets; score: sum or mean of their log-probabilities, chosen on dev by the gap). "
-           "Accuracy (%), chance 25.", ""]
+CLOZE_TEXT = ("### Zero-shot cloze",
+              "Each objective's final pretraining weights and its random weights, with no "
+              "fine-tuning, pick the most probable of the four options at the blank of the "
+              "RACE-format questions (the option's tokens predicted as the objective predicts "
+              "its targets; score: sum or mean of their log-probabilities, chosen on dev by the "
+              "gap). Accuracy (%), chance 25.")
+PAIRS_TEXT = ("### Zero-shot minimal pairs",
+              "Held-out prose sentences against their damaged copies (two words swapped or one "
+              "replaced, as in the acceptability set), scored the same way with no fine-tuning: "
+              "the blank is where the two differ, the options the real and the damaged words. "
+              "Chosen because it asks for word order and word choice in context, what a "
+              "language model learns first, with no training set at all. Accuracy (%), chance "
+              "50.")
+
+
+def cloze_lines(cloze, text=CLOZE_TEXT):
+  """The zero-shot table and one verdict per objective (test gap against two standard errors
+  of the difference); text: (heading, explanation)."""
+  lines = [text[0], "", text[1], ""]
   rows, verdicts = [], []
   for objective, (scoring, random, final) in cloze_choice(cloze).items():
     rows.append((objective, scoring, *[f"{100 * d[s]['accuracy']:.1f}"
@@ -348,10 +360,36 @@ def mode_text(modes, diag):
   return [f"- {l}" for l in out]
 
 
+def zero_shot_summary(diag):
+  """One bullet: each objective's test gap over its random weights on the zero-shot measures,
+  and the objectives' order on each; None without them."""
+  parts = []
+  for key, name in (("cloze", "cloze (chance 25%)"), ("pairs", "minimal pairs (chance 50%)")):
+    if not diag.get(key):
+      continue
+    gaps, finals = [], {}
+    for objective, (_, random, final) in cloze_choice(diag[key]).items():
+      a, b = final["test"], random["test"]
+      se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5
+      gap = a["accuracy"] - b["accuracy"]
+      finals[objective] = a["accuracy"]
+      gaps.append(f"{objective} {100 * gap:+.1f} ({'beyond' if abs(gap) > 2 * se else 'within'}"
+                  f" ±{200 * se:.1f})")
+    order = " > ".join(f"{o} {100 * v:.1f}" for o, v in sorted(finals.items(),
+                                                                key=lambda kv: -kv[1]))
+    parts.append(f"{name}: " + ", ".join(gaps) + f"; pretrained: {order}")
+  if not parts:
+    return None
+  return ("Zero-shot, no fine-tuning (test points over the same model's random weights, two "
+          "standard errors of the difference): " + "; ".join(parts) + ".")
+
+
 def summary_lines(agg, data):
   """Bullets for the report's opening summary."""
   out = []
   diag = agg.get("diagnostics") or {}
+  if zero_shot_summary(diag):
+    out.append(zero_shot_summary(diag))
   finals = {arm: _final_probe(diag, arm) for arm in ARMS if _final_probe(diag, arm)}
   cls = {a: s for a, s in (agg.get("classify") or {}).items() if s}
   if finals:

@@ -163,14 +163,31 @@ class Diagnostics:
 
   # ---- zero-shot cloze ----------------------------------------------------------------------
   def cloze(self, log=print):
-    """{objective: {step: {split: {scoring: accuracy dict}}}} for step 0 and the last."""
-    from data_utils import tokenization
+    """{objective: {step: {split: {scoring: accuracy dict}}}} for step 0 and the last: the
+    RACE-format questions' four options at the blank."""
     from finetuning import race
+    return self._zero_shot({split: race.read_split(os.path.join(self.pipe.data, "RACE"), split,
+                                                   report=lambda _: None)
+                            for split in ("dev", "test")}, "cloze", log)
+
+  def pairs(self, log=print):
+    """The same for the minimal pairs (tasks.minimal_pairs: real words or damaged ones at the
+    blank of a held-out sentence); {} when the data stage wrote none."""
+    items = {}
+    for split in ("dev", "test"):
+      path = os.path.join(self.pipe.data, "pairs", f"{split}.json")
+      if not os.path.exists(path):
+        return {}
+      with open(path, encoding="utf-8") as f:
+        items[split] = [("pairs", "", d["question"], d["options"], d["label"])
+                        for d in json.load(f)]
+    return self._zero_shot(items, "pairs", log)
+
+  def _zero_shot(self, items, what, log):
+    from data_utils import tokenization
     from pretraining import cloze, objectives
     p = self.p
     tokenizer = tokenization.Tokenizer(self.pipe.spm, lower=False)   # the run's is cased
-    items = {split: race.read_split(os.path.join(self.pipe.data, "RACE"), split,
-                                    report=lambda _: None) for split in ("dev", "test")}
     out = {}
     for name in [o for o in pipeline_lib.OBJECTIVES if o in p.arms]:
       task = self.task(name)
@@ -179,7 +196,7 @@ class Diagnostics:
         result = {split: cloze.evaluate(objectives.get(name), task, model, tokenizer, rows,
                                         p.seq_len) for split, rows in items.items()}
         out.setdefault(name, {})[step] = result
-        log(f"cloze {name} step {step}: " + "; ".join(
+        log(f"{what} {name} step {step}: " + "; ".join(
             f"{split} " + ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in r.items())
             for split, r in result.items()))
     return out
@@ -211,6 +228,7 @@ class Diagnostics:
           line += f"; held-out {arm} loss {loss:.3f}"
         log(line)
     out["cloze"] = self.cloze(log)
+    out["pairs"] = self.pairs(log)
     if "mpnet" in p.arms:
       for name, mode, permute in (("mpnet", "mpnet", True), ("plm", "plm", True),
                                   ("mlm", "mlm", True), ("mpnet, position order", "mpnet",

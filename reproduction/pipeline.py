@@ -355,9 +355,11 @@ class Pipeline:
     accept = (tasks.write_acceptability(splits, os.path.join(self.data, "CoLA"), self.seed,
                                         p.accept_train, p.accept_eval) if p.accept_train
               else {})
+    pairs = (tasks.write_minimal_pairs(splits, os.path.join(self.data, "pairs"), self.seed,
+                                       p.pairs_eval) if p.pairs_eval else {})
     return {"documents": len(docs), "splits": {k: len(v) for k, v in splits.items()},
             "corpus": {"documents": n_docs, "bytes": n_bytes}, "classify": classify,
-            "squad": squad, "race": race, "accept": accept}
+            "squad": squad, "race": race, "accept": accept, "pairs": pairs}
 
   def _make_configs(self):
     import sentencepiece as spm

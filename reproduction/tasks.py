@@ -401,3 +401,40 @@ def acceptability_scores(labels, preds):
   y, p = np.array(labels, object), np.array(preds, object)
   return {"mcc": float(metrics.matthews_corrcoef(y, p)), "accuracy": float((y == p).mean()),
           "n": len(labels)}
+
+
+# ---- minimal pairs (zero-shot acceptability) ----------------------------------------------
+def minimal_pairs(docs, rng, n):
+  """[(question, [option, option], label)] from at most n prose sentences of `docs`: the
+  sentence with "_" where it and its damaged copy (`damage`) differ (from the first to the last
+  changed word), the options the real and the damaged words there in a random order, label the
+  real one's index. A zero-shot model picks the option it finds more probable in the sentence:
+  the cloze scorer with two options (chance 50%). Sentences holding "_" are left out."""
+  pool = [(k, s) for k, s in _acceptable_sentences(docs) if "_" not in s]
+  vocabulary = sorted({w for _, s in pool for w in _WORD.findall(s) if w.lower() not in _STOP})
+  out = []
+  for i in rng.permutation(len(pool))[:n]:
+    s = pool[i][1]
+    d = damage(s, rng, vocabulary)
+    spans_s = [m.span() for m in _TOKEN.finditer(s)]
+    spans_d = [m.span() for m in _TOKEN.finditer(d)]
+    changed = [k for k, (a, b) in enumerate(zip(spans_s, spans_d))
+               if s[a[0]:a[1]] != d[b[0]:b[1]]]
+    lo, hi = changed[0], changed[-1]
+    real, bad = s[spans_s[lo][0]:spans_s[hi][1]], d[spans_d[lo][0]:spans_d[hi][1]]
+    label = int(rng.integers(2))
+    options = [bad, real] if label else [real, bad]
+    out.append((s[:spans_s[lo][0]] + "_" + s[spans_s[hi][1]:], options, label))
+  return out
+
+
+def write_minimal_pairs(splits, out_dir, seed, n):
+  """OUT_DIR/{dev,test}.json: [{"question", "options", "label"}] -> {split: pairs}."""
+  counts = {}
+  for split in ("dev", "test"):
+    pairs = minimal_pairs(splits[split], np.random.default_rng([seed, 7, SPLITS.index(split)]),
+                          n)
+    atomic_write(os.path.join(out_dir, f"{split}.json"), _json(
+        [{"question": q, "options": o, "label": l} for q, o, l in pairs]))
+    counts[split] = len(pairs)
+  return counts

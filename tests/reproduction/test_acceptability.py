@@ -91,3 +91,33 @@ def test_damage_keeps_spacing_and_changes_the_sentence():
     out = tasks.damage(sentence, rng, ["alpha", "beta"])
     assert out != sentence and _differs_by_one_swap_or_word(out, sentence)
     assert [len(g) for g in re.findall(r"\s+", out)] == [2, 1, 1, 1]
+
+
+def test_minimal_pairs_blank_the_difference_between_a_sentence_and_its_damaged_copy(tmp_path):
+  splits = _splits()
+  counts = tasks.write_minimal_pairs(splits, str(tmp_path / "pairs"), 0, 20)
+  assert counts == {"dev": 20, "test": 20}
+  import json
+  for split in ("dev", "test"):
+    pairs = json.loads((tmp_path / "pairs" / f"{split}.json").read_text())
+    sources = {s for d in splits[split] for s in d.sentences}
+    labels = collections.Counter(p["label"] for p in pairs)
+    assert set(labels) == {0, 1}                         # the real words' slot varies
+    for p in pairs:
+      assert p["question"].count("_") == 1
+      real = p["question"].replace("_", p["options"][p["label"]])
+      fake = p["question"].replace("_", p["options"][1 - p["label"]])
+      assert real in sources                              # the real option restores a source
+      assert fake not in sources and _differs_by_one_swap_or_word(fake, real)
+      # the blank covers exactly the changed words: first and last words of the options differ
+      a, b = p["options"][0].split(), p["options"][1].split()
+      assert a[0] != b[0] and a[-1] != b[-1] and len(a) == len(b)
+      if len(a) > 1:                                      # a swap: the blank spans both words
+        assert a[0] == b[-1] and a[-1] == b[0] and a[1:-1] == b[1:-1]
+    # about half the damage is a swap of two different words: the blank spans from one to the
+    # other (a blank over the first changed word alone would leave the second in the text)
+    assert sum(len(p["options"][0].split()) > 1 for p in pairs) >= 3
+  again = tasks.write_minimal_pairs(splits, str(tmp_path / "again"), 0, 20)
+  assert again == counts and all(
+      (tmp_path / "pairs" / f).read_bytes() == (tmp_path / "again" / f).read_bytes()
+      for f in ("dev.json", "test.json"))

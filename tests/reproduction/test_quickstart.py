@@ -178,7 +178,8 @@ def test_quickstart_tiny_end_to_end(tmp_path):
   for heading in ("## Pretraining", "## Module classification", "## SQuAD 2.0 and RACE",
                   "## How this compares with the papers", "## Diagnosis",
                   "### Learning-rate choice on dev", "### Linear probes",
-                  "### MPNet's weights in its three modes", "## Acceptability (CoLA layout"):
+                  "### MPNet's weights in its three modes", "## Acceptability (CoLA layout",
+                  "### Zero-shot cloze", "### Zero-shot minimal pairs", "- Zero-shot, no "):
     assert heading in report
   # every training run (pretraining and fine-tuning, XLNet and MPNet) names its optimizer in its
   # log; the report says they all used the one the quickstart pins
@@ -203,6 +204,10 @@ def test_quickstart_tiny_end_to_end(tmp_path):
   diag = results["aggregate"]["diagnostics"]
   assert set(diag["probe"]) == {"plm", "mpnet"} and set(diag["probe"]["plm"]) == {"5", "10"}
   assert set(diag["mpnet_modes"]) == {"mpnet", "plm", "mlm", "mpnet, position order"}
+  for measure in ("cloze", "pairs"):       # random (step 0) and final weights, dev and test
+    assert set(diag[measure]) == {"plm", "mpnet"}, measure
+    assert set(diag[measure]["mpnet"]) == {"0", "10"}
+  assert diag["pairs"]["plm"]["10"]["test"]["mean"]["n"] == 12
   # the test runs used the learning rate that scored best on dev
   dev = {lr: json.loads((out / "stages" / f"classify-plm-lr{lr}.json").read_text())
          ["results"]["metrics"]["accuracy"] for lr in ("0.001", "0.003")}
