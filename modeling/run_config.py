@@ -53,9 +53,11 @@ class RunConfig:
 
   def initializer(self):
     import keras  # local: keep config importable without TensorFlow
+    from modeling import initializers
     if self.init == "uniform":
-      return keras.initializers.RandomUniform(-self.init_range, self.init_range)
-    return keras.initializers.RandomNormal(stddev=self.init_std)
+      return initializers.independent(
+          keras.initializers.RandomUniform(-self.init_range, self.init_range))
+    return initializers.independent(keras.initializers.RandomNormal(stddev=self.init_std))
 
   @classmethod
   def from_dict(cls, d):

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from modeling import ops
 from modeling import dropout as dropout_lib
+from modeling import initializers
 
 
 def masked_logits(logits, p_mask):
@@ -30,7 +31,7 @@ class SquadHead(keras.layers.Layer):
                kernel_initializer="glorot_uniform", **kwargs):
     super().__init__(**kwargs)
     self.start_n_top, self.end_n_top, self.dropout = start_n_top, end_n_top, dropout
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.kernel_initializer = initializers.independent(kernel_initializer)
     init = self.kernel_initializer
     self.start_dense = keras.layers.Dense(1, kernel_initializer=init, name="start_dense")
     self.end_dense_0 = None

@@ -18,6 +18,7 @@ import tensorflow as tf
 from modeling import ops
 from modeling.mpnet.config import MPNetConfig
 from modeling import dropout as dropout_lib
+from modeling import initializers
 
 
 def relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
@@ -70,7 +71,8 @@ class MPNetLayer(keras.layers.Layer):
       config = MPNetConfig(**config)
     self.config = c = config
     self.index = index
-    init = kernel_initializer or keras.initializers.TruncatedNormal(stddev=0.02)
+    init = initializers.independent(kernel_initializer
+                                    or keras.initializers.TruncatedNormal(stddev=0.02))
     dense = lambda units, name: keras.layers.Dense(units, kernel_initializer=init,
                                                    name=f"layer_{index}_{name}")
     ln = lambda name: keras.layers.LayerNormalization(epsilon=c.layer_norm_eps,
@@ -157,7 +159,7 @@ class MPNetEncoder(keras.layers.Layer):
     if isinstance(config, dict):
       config = MPNetConfig(**config)
     self.config = c = config
-    init = keras.initializers.TruncatedNormal(stddev=0.02)
+    init = initializers.independent(keras.initializers.TruncatedNormal(stddev=0.02))
     self.embedding_norm = keras.layers.LayerNormalization(epsilon=c.layer_norm_eps,
                                                           name="embeddings_LayerNorm")
     self.layers_ = [MPNetLayer(c, i, kernel_initializer=init)

@@ -20,6 +20,7 @@ import tensorflow as tf
 from modeling.mpnet import encoder as mpnet
 from modeling.squad_head import SquadHead
 from modeling import dropout as dropout_lib
+from modeling import initializers
 
 
 def _config(config):
@@ -35,7 +36,7 @@ class _MPNetModel(mpnet.ReferenceNames, keras.Model):
     super().__init__(**kwargs)
     self.config = _config(config)
     self.encoder = mpnet.MPNetEncoder(self.config)
-    self.initializer = keras.initializers.TruncatedNormal(stddev=0.02)
+    self.initializer = initializers.independent(keras.initializers.TruncatedNormal(stddev=0.02))
     self.dropout = dropout_lib.Dropout(self.config.hidden_dropout_prob)
 
   def encode(self, inputs, training=False):

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from modeling.mpnet import encoder as mpnet
 from modeling.mpnet import masks as mpnet_masks
+from modeling import initializers
 
 MASK_ID = 6
 MASKED, RANDOM, KEPT = 0, 1, 2     # BERT's 80/10/10: what an input copy of a prediction holds
@@ -97,7 +98,9 @@ class MPNetLMHead(keras.layers.Layer):
     kwargs.setdefault("name", "lm_head")
     super().__init__(**kwargs)
     self.config = config
-    self.dense = keras.layers.Dense(config.hidden_size, name="dense")
+    self.dense = keras.layers.Dense(  # HF / fairseq: normal(0.02) for every Linear
+        config.hidden_size, name="dense", kernel_initializer=initializers.independent(
+            keras.initializers.TruncatedNormal(stddev=0.02)))
     self.norm = keras.layers.LayerNormalization(epsilon=config.layer_norm_eps, name="layer_norm")
 
   def build(self, input_shape=None):

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from modeling import ops
 from modeling import dropout as dropout_lib
+from modeling import initializers
 
 
 class TwoStreamRelativeAttention(keras.layers.Layer):
@@ -30,7 +31,7 @@ class TwoStreamRelativeAttention(keras.layers.Layer):
     self.d_head = d_head
     self.dropout = dropout
     self.dropatt = dropatt
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.kernel_initializer = initializers.independent(kernel_initializer)
     self._scale = 1.0 / (d_head ** 0.5)
     self.layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="LayerNorm")
     self.output_dropout = dropout_lib.Dropout(dropout)

@@ -4,6 +4,7 @@ import keras
 
 from modeling.xlnet.feed_forward import PositionwiseFeedForward
 from modeling.xlnet.attention import TwoStreamRelativeAttention
+from modeling import initializers
 
 
 class XLNetBlock(keras.layers.Layer):
@@ -18,7 +19,7 @@ class XLNetBlock(keras.layers.Layer):
     super().__init__(**kwargs)
     self.n_head, self.d_head, self.d_inner = n_head, d_head, d_inner
     self.activation, self.dropout, self.dropatt = activation, dropout, dropatt
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.kernel_initializer = initializers.independent(kernel_initializer)
     self.rel_attn = TwoStreamRelativeAttention(
         n_head, d_head, dropout=dropout, dropatt=dropatt,
         kernel_initializer=self.kernel_initializer, name="rel_attn")

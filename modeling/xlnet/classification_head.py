@@ -1,6 +1,7 @@
 """Dense logits on a pooled summary: classification, regression, multiple choice."""
 
 import keras
+from modeling import initializers
 
 
 class ClassificationHead(keras.layers.Layer):
@@ -14,7 +15,7 @@ class ClassificationHead(keras.layers.Layer):
   def __init__(self, n_class, kernel_initializer="glorot_uniform", **kwargs):
     super().__init__(**kwargs)
     self.n_class = n_class
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.kernel_initializer = initializers.independent(kernel_initializer)
     self.dense = keras.layers.Dense(n_class, kernel_initializer=self.kernel_initializer,
                                     name="logit")
 

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from modeling import ops
 from modeling import dropout as dropout_lib
+from modeling import initializers
 
 # "gelu" is the release's tanh approximation; "gelu_erf" the exact (erf) form, which is what
 # Hugging Face's XLNet calls "gelu" (modeling/xlnet/hf.py maps the names).
@@ -26,7 +27,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
     self.d_inner = d_inner
     self.activation = activation
     self.dropout = dropout
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.kernel_initializer = initializers.independent(kernel_initializer)
     self.layer_1 = keras.layers.Dense(d_inner, kernel_initializer=self.kernel_initializer,
                                       name="layer_1")
     self.layer_2 = None  # built once d_model is known

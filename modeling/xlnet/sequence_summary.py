@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from modeling import ops
 from modeling import dropout as dropout_lib
+from modeling import initializers
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
 
@@ -26,7 +27,7 @@ class SequenceSummary(keras.layers.Layer):
     self.summary_type, self.use_proj = summary_type, use_proj
     self.n_head, self.d_head = n_head, d_head
     self.dropout, self.dropatt = dropout, dropatt
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.kernel_initializer = initializers.independent(kernel_initializer)
     self.summary_dropout = dropout_lib.Dropout(dropout)
     self.attention_dropout = dropout_lib.Dropout(dropatt)
     self.proj = None
