@@ -3,6 +3,7 @@ MPNet's modes, every sentence computed from the numbers (reproduction/diagnostic
 dev runs of reproduction/pipeline.py).
 """
 
+from reproduction import language_report
 from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES, TASKS, chosen_lr
 
 # Dev scores as stored: classification and RACE accuracy as fractions, SQuAD F1 in percent
@@ -178,9 +179,9 @@ def section(agg, data):
             + ".")
     lines.append("")
   if diag.get("cloze"):
-    lines += cloze_lines(diag["cloze"])
+    lines += language_report.cloze_lines(diag["cloze"])
   if diag.get("pairs"):
-    lines += cloze_lines(diag["pairs"], PAIRS_TEXT)
+    lines += language_report.cloze_lines(diag["pairs"], language_report.PAIRS_TEXT)
   modes = diag.get("mpnet_modes")
   if modes:
     lines += ["### MPNet's weights in its three modes", "",
@@ -188,58 +189,6 @@ def section(agg, data):
               "of each mode (the weights were trained in mpnet mode only).", ""]
     lines += _table(["mode", "held-out loss"], [(m, f"{v:.3f}") for m, v in modes.items()])
     lines += [""] + mode_text(modes, diag) + [""]
-  return lines
-
-
-def cloze_choice(cloze):
-  """{objective: (scoring, random {split: acc dict}, final {split: acc dict})}: the scoring
-  whose dev gap (final minus random weights) is larger, chosen on dev before test is read."""
-  out = {}
-  for objective, by_step in cloze.items():
-    steps = sorted(by_step, key=int)
-    random, final = by_step[steps[0]], by_step[steps[-1]]
-    scoring = max(random["dev"], key=lambda k: final["dev"][k]["accuracy"] -
-                  random["dev"][k]["accuracy"])
-    out[objective] = (scoring, {s: r[scoring] for s, r in random.items()},
-                      {s: r[scoring] for s, r in final.items()})
-  return out
-
-
-CLOZE_TEXT = ("### Zero-shot cloze",
-              "Each objective's final pretraining weights and its random weights, with no "
-              "fine-tuning, pick the most probable of the four options at the blank of the "
-              "RACE-format questions (the option's tokens predicted as the objective predicts "
-              "its targets; score: sum or mean of their log-probabilities, chosen on dev by the "
-              "gap). Accuracy (%), chance 25.")
-PAIRS_TEXT = ("### Zero-shot minimal pairs",
-              "Held-out prose sentences against their damaged copies (two words swapped or one "
-              "replaced, as in the acceptability set), scored the same way with no fine-tuning: "
-              "the blank is where the two differ, the options the real and the damaged words. "
-              "Chosen because it asks for word order and word choice in context, what a "
-              "language model learns first, with no training set at all. Accuracy (%), chance "
-              "50.")
-
-
-def cloze_lines(cloze, text=CLOZE_TEXT):
-  """The zero-shot table and one verdict per objective (test gap against two standard errors
-  of the difference); text: (heading, explanation)."""
-  lines = [text[0], "", text[1], ""]
-  rows, verdicts = [], []
-  for objective, (scoring, random, final) in cloze_choice(cloze).items():
-    rows.append((objective, scoring, *[f"{100 * d[s]['accuracy']:.1f}"
-                                       for d in (random, final) for s in ("dev", "test")]))
-    a, b = final["test"], random["test"]
-    gap = a["accuracy"] - b["accuracy"]
-    se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5
-    verdict = ("beats its random weights beyond the noise" if gap > 2 * se else
-               "is not told apart from its random weights" if gap > -2 * se else
-               "scores below its random weights beyond the noise")
-    verdicts.append(f"- {objective}: test {100 * a['accuracy']:.1f}% against "
-                    f"{100 * b['accuracy']:.1f}% ({100 * gap:+.1f} points, "
-                    f"{gap / se if se else 0:.1f} standard errors of the difference, n "
-                    f"{a['n']}): {verdict}.")
-  lines += _table(["objective", "scoring", "random dev", "random test", "pretrained dev",
-                   "pretrained test"], rows) + [""] + verdicts + [""]
   return lines
 
 
@@ -357,39 +306,53 @@ def mode_text(modes, diag):
     else:
       text += ", so this gap mixes objective and model."
     out.append(text)
+    if arch is not None:
+      out.append(hf_check_text(diag.get("mpnet_hf")))
   return [f"- {l}" for l in out]
 
 
-def zero_shot_summary(diag):
-  """One bullet: each objective's test gap over its random weights on the zero-shot measures,
-  and the objectives' order on each; None without them."""
-  parts = []
-  for key, name in (("cloze", "cloze (chance 25%)"), ("pairs", "minimal pairs (chance 50%)")):
-    if not diag.get(key):
-      continue
-    gaps, finals = [], {}
-    for objective, (_, random, final) in cloze_choice(diag[key]).items():
-      a, b = final["test"], random["test"]
-      se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5
-      gap = a["accuracy"] - b["accuracy"]
-      finals[objective] = a["accuracy"]
-      gaps.append(f"{objective} {100 * gap:+.1f} ({'beyond' if abs(gap) > 2 * se else 'within'}"
-                  f" ±{200 * se:.1f})")
-    order = " > ".join(f"{o} {100 * v:.1f}" for o, v in sorted(finals.items(),
-                                                                key=lambda kv: -kv[1]))
-    parts.append(f"{name}: " + ", ".join(gaps) + f"; pretrained: {order}")
-  if not parts:
-    return None
-  return ("Zero-shot, no fine-tuning (test points over the same model's random weights, two "
-          "standard errors of the difference): " + "; ".join(parts) + ".")
+def hf_check_summary(curve):
+  """The numbers the report quotes from tools/mpnet_hf_curve.py's JSON."""
+  c = curve["comparisons"]
+  return {"exact_max": c["exact_ours_vs_hf"]["max_abs_diff"],
+          "exact_steps": c["exact_ours_vs_hf"]["steps"],
+          "replay_vs_log": c["replay_vs_log"]["max_abs_diff"],
+          "hf_minus_ours": -c["replay_vs_hf"]["last"]["mean_diff"],
+          "null_minus_ours": -c["replay_vs_null"]["last"]["mean_diff"]
+          if "replay_vs_null" in c else None,
+          "heldout": curve.get("heldout", {})}
+
+
+def hf_check_text(check):
+  """MPNet's architecture on mlm against a second implementation (Hugging Face's
+  MPNetForMaskedLM on exactly the run's batches), or how to run that check."""
+  if not check:
+    return ("A second implementation can be set against this run: `python "
+            "tools/mpnet_hf_curve.py --output_dir=OUTPUT_DIR --out=OUTPUT_DIR/mpnet_hf_curve.json`"
+            " trains Hugging Face's MPNetForMaskedLM on exactly its batches from the same "
+            "weights (about 10 minutes on 2 cores); a rerun of the quickstart then quotes it here.")
+  held = check["heldout"]
+  yardstick = check["null_minus_ours"]
+  text = (f"Second implementation: Hugging Face's MPNetForMaskedLM trained on exactly this "
+          f"run's batches from the same weights (`tools/mpnet_hf_curve.py`; our replay equals "
+          f"the run's log to {check['replay_vs_log']:.0e}; without dropout the two agree to "
+          f"{check['exact_max']:.0e} over {check['exact_steps']} steps): over the last 500 "
+          f"steps HF's mean loss is {check['hf_minus_ours']:+.4f} nats from ours")
+  if yardstick is not None:
+    text += f", where ours with other dropout masks is {yardstick:+.4f}"
+  if "hf" in held and "replay" in held:
+    text += f"; held-out {held['hf']:.3f} (HF) against {held['replay']:.3f} (ours)"
+  agree = yardstick is not None and abs(check["hf_minus_ours"]) <= 3 * max(abs(yardstick), 1e-3)
+  return text + (": the two implementations agree, so the gap is the architecture's." if agree
+                 else ": see the tool's JSON before reading the gap as the architecture's.")
 
 
 def summary_lines(agg, data):
   """Bullets for the report's opening summary."""
   out = []
   diag = agg.get("diagnostics") or {}
-  if zero_shot_summary(diag):
-    out.append(zero_shot_summary(diag))
+  if language_report.zero_shot_summary(diag):
+    out.append(language_report.zero_shot_summary(diag))
   finals = {arm: _final_probe(diag, arm) for arm in ARMS if _final_probe(diag, arm)}
   cls = {a: s for a, s in (agg.get("classify") or {}).items() if s}
   if finals:
@@ -463,7 +426,4 @@ def _architecture_verdict(diag, cls):
   return [text + "."]
 
 
-def _table(header, rows):
-  out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-  return out
+_table = language_report.table

@@ -1,4 +1,7 @@
-"""The report's acceptability section: a fine-tuned task that needs language.
+"""The report's measures of what pretraining taught about language: the zero-shot cloze and
+minimal pairs (no fine-tuning; the Diagnosis section) and the acceptability task (fine-tuned).
+
+Acceptability:
 
 The set (reproduction/tasks.write_acceptability, GLUE CoLA's layout): real prose sentences of
 the held-out docstrings (label 1) against sentences with two words swapped or one replaced
@@ -15,6 +18,13 @@ import math
 from reproduction.pipeline import ARMS, BASELINE, OBJECTIVES
 
 METRICS = ("mcc", "accuracy")
+
+
+def table(header, rows):
+  """A Markdown table (the report's sections share it)."""
+  out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+  return out
 
 
 def _stats(values):
@@ -113,3 +123,80 @@ def section(acc, data, p):
                    f"±{two_se * 100:.1f})")
     lines.append("- Ordering of the objectives by test MCC: " + "; ".join(pairs) + ".")
   return lines + [""]
+
+
+# ---- zero-shot: the cloze and the minimal pairs -------------------------------------------
+def cloze_choice(cloze):
+  """{objective: (scoring, random {split: acc dict}, final {split: acc dict})}: the scoring
+  whose dev gap (final minus random weights) is larger, chosen on dev before test is read."""
+  out = {}
+  for objective, by_step in cloze.items():
+    steps = sorted(by_step, key=int)
+    random, final = by_step[steps[0]], by_step[steps[-1]]
+    scoring = max(random["dev"], key=lambda k: final["dev"][k]["accuracy"] -
+                  random["dev"][k]["accuracy"])
+    out[objective] = (scoring, {s: r[scoring] for s, r in random.items()},
+                      {s: r[scoring] for s, r in final.items()})
+  return out
+
+
+CLOZE_TEXT = ("### Zero-shot cloze",
+              "Each objective's final pretraining weights and its random weights, with no "
+              "fine-tuning, pick the most probable of the four options at the blank of the "
+              "RACE-format questions (the option's tokens predicted as the objective predicts "
+              "its targets; score: sum or mean of their log-probabilities, chosen on dev by the "
+              "gap). Accuracy (%), chance 25.")
+PAIRS_TEXT = ("### Zero-shot minimal pairs",
+              "Held-out prose sentences against their damaged copies (two words swapped or one "
+              "replaced, as in the acceptability set), scored the same way with no fine-tuning: "
+              "the blank is where the two differ, the options the real and the damaged words. "
+              "Chosen because it asks for word order and word choice in context, what a "
+              "language model learns first, with no training set at all. Accuracy (%), chance "
+              "50.")
+
+
+def cloze_lines(cloze, text=CLOZE_TEXT):
+  """The zero-shot table and one verdict per objective (test gap against two standard errors
+  of the difference); text: (heading, explanation)."""
+  lines = [text[0], "", text[1], ""]
+  rows, verdicts = [], []
+  for objective, (scoring, random, final) in cloze_choice(cloze).items():
+    rows.append((objective, scoring, *[f"{100 * d[s]['accuracy']:.1f}"
+                                       for d in (random, final) for s in ("dev", "test")]))
+    a, b = final["test"], random["test"]
+    gap = a["accuracy"] - b["accuracy"]
+    se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5
+    verdict = ("beats its random weights beyond the noise" if gap > 2 * se else
+               "is not told apart from its random weights" if gap > -2 * se else
+               "scores below its random weights beyond the noise")
+    verdicts.append(f"- {objective}: test {100 * a['accuracy']:.1f}% against "
+                    f"{100 * b['accuracy']:.1f}% ({100 * gap:+.1f} points, "
+                    f"{gap / se if se else 0:.1f} standard errors of the difference, n "
+                    f"{a['n']}): {verdict}.")
+  lines += table(["objective", "scoring", "random dev", "random test", "pretrained dev",
+                   "pretrained test"], rows) + [""] + verdicts + [""]
+  return lines
+
+
+def zero_shot_summary(diag):
+  """One bullet: each objective's test gap over its random weights on the zero-shot measures,
+  and the objectives' order on each; None without them."""
+  parts = []
+  for key, name in (("cloze", "cloze (chance 25%)"), ("pairs", "minimal pairs (chance 50%)")):
+    if not diag.get(key):
+      continue
+    gaps, finals = [], {}
+    for objective, (_, random, final) in cloze_choice(diag[key]).items():
+      a, b = final["test"], random["test"]
+      se = (a["se"] ** 2 + b["se"] ** 2) ** 0.5
+      gap = a["accuracy"] - b["accuracy"]
+      finals[objective] = a["accuracy"]
+      gaps.append(f"{objective} {100 * gap:+.1f} ({'beyond' if abs(gap) > 2 * se else 'within'}"
+                  f" ±{200 * se:.1f})")
+    order = " > ".join(f"{o} {100 * v:.1f}" for o, v in sorted(finals.items(),
+                                                                key=lambda kv: -kv[1]))
+    parts.append(f"{name}: " + ", ".join(gaps) + f"; pretrained: {order}")
+  if not parts:
+    return None
+  return ("Zero-shot, no fine-tuning (test points over the same model's random weights, two "
+          "standard errors of the difference): " + "; ".join(parts) + ".")

@@ -99,7 +99,11 @@ def aggregate(pipeline, results):
       out["race"][arm] = {k: stats([m[k] for m in race]) for k in race[0] if k != "split"}
   out["accept"] = language_report.aggregate(p, results)
   out["sweep"] = diagnosis_report.sweeps(pipeline, results)
-  out["diagnostics"] = results.get("diagnostics") or {}
+  out["diagnostics"] = dict(results.get("diagnostics") or {})
+  hf_check = pipeline.path("mpnet_hf_curve.json")     # tools/mpnet_hf_curve.py, if it ran
+  if os.path.exists(hf_check):
+    with open(hf_check, encoding="utf-8") as f:
+      out["diagnostics"]["mpnet_hf"] = diagnosis_report.hf_check_summary(json.load(f))
   return out
 
 
@@ -402,10 +406,7 @@ def _optimizer_lines(results):
       f"  - {rule}: {', '.join(sorted(stages))}" for rule, stages in sorted(used.items())]
 
 
-def _table(header, rows):
-  out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-  return out
+_table = language_report.table
 
 
 def write_report(pipeline, results, times):

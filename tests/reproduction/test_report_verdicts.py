@@ -217,7 +217,7 @@ def test_cloze_scoring_chosen_on_dev_and_verdicts():
   difference, worked out by hand: plm 0.40 vs 0.27, se sqrt(.4*.6/300 + .27*.73/300) = 0.0382,
   gap 3.4 se: beyond; mlm 0.30 vs 0.27, se 0.0368, 0.8 se: not told apart; mpnet 0.20 vs 0.30,
   se sqrt(.2*.8/300 + .3*.7/300) = 0.0351, -2.8 se: below."""
-  from reproduction import diagnosis_report as dr
+  from reproduction import diagnosis_report as dr, language_report
   cloze = {
       "plm": {"0": {"dev": {"sum": _acc(0.30), "mean": _acc(0.25)},
                     "test": {"sum": _acc(0.20), "mean": _acc(0.27)}},
@@ -231,9 +231,9 @@ def test_cloze_scoring_chosen_on_dev_and_verdicts():
                       "test": {"sum": _acc(0.30), "mean": _acc(0.30)}},
                 "2000": {"dev": {"sum": _acc(0.26), "mean": _acc(0.25)},
                          "test": {"sum": _acc(0.20), "mean": _acc(0.35)}}}}
-  chosen = dr.cloze_choice(cloze)
+  chosen = language_report.cloze_choice(cloze)
   assert {k: v[0] for k, v in chosen.items()} == {"plm": "mean", "mlm": "sum", "mpnet": "sum"}
-  lines = dr.cloze_lines(cloze)
+  lines = language_report.cloze_lines(cloze)
   assert "| plm | mean | 25.0 | 27.0 | 45.0 | 40.0 |" in lines
   assert ("- plm: test 40.0% against 27.0% (+13.0 points, 3.4 standard errors of the "
           "difference, n 300): beats its random weights beyond the noise.") in lines
@@ -264,3 +264,22 @@ def test_acceptability_verdicts_weigh_test_sampling_and_seed_spread():
   line = language_report.summary_line(acc)
   assert "plm +20.0 MCC points over none (beyond" in line
   assert "mlm +10.0 MCC points over none (within" in line
+
+
+def test_mpnet_gap_is_called_the_architectures_only_when_hugging_face_agrees():
+  from reproduction import diagnosis_report as dr
+
+  def curve(hf_minus_ours, null_minus_ours):
+    return {"comparisons": {
+        "exact_ours_vs_hf": {"steps": 50, "max_abs_diff": 3e-6},
+        "replay_vs_log": {"max_abs_diff": 5e-5},
+        "replay_vs_hf": {"last": {"mean_diff": -hf_minus_ours}},
+        "replay_vs_null": {"last": {"mean_diff": -null_minus_ours}}},
+        "heldout": {"hf": 6.052, "replay": 6.054}}
+  agree = dr.hf_check_text(dr.hf_check_summary(curve(-0.0001, 0.0013)))
+  assert "HF's mean loss is -0.0001 nats from ours, where ours with other dropout masks is " \
+         "+0.0013" in agree and agree.endswith("so the gap is the architecture's.")
+  # HF 0.05 nats lower, dropout noise 0.002: not the architecture's until explained
+  differ = dr.hf_check_text(dr.hf_check_summary(curve(-0.05, 0.002)))
+  assert "so the gap is the architecture's" not in differ and "see the tool's JSON" in differ
+  assert "tools/mpnet_hf_curve.py --output_dir" in dr.hf_check_text(None)
