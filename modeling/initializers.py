@@ -36,6 +36,7 @@ class Independent(keras.initializers.Initializer):
 
 def independent(initializer):
   """`initializer` (an instance, a name or a config) drawing anew for every weight."""
+  initializer = keras.initializers.get(initializer)   # a config may hold an Independent
   if isinstance(initializer, Independent):
     return initializer
   return Independent(initializer)

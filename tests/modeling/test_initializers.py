@@ -78,6 +78,9 @@ def test_same_seed_same_bytes_other_seed_other_weights(build):
 def test_independent_round_trips_and_draws_anew_per_call():
   init = initializers.independent(keras.initializers.RandomNormal(stddev=0.02))
   assert initializers.independent(init) is init
+  # a serialized one (a layer's from_config) is not wrapped twice
+  again = initializers.independent(keras.initializers.serialize(init))
+  assert again.get_config() == init.get_config()
   again = keras.initializers.deserialize(keras.initializers.serialize(init))
   assert isinstance(again, initializers.Independent)
   assert again.base.get_config() == init.base.get_config()
