@@ -11,7 +11,7 @@ crafted numbers, not copied from a run:
 
 import pytest
 
-from reproduction import report
+from reproduction import papers, report
 
 DATA = {"classify": {"labels": {"a": 0, "b": 1, "c": 2, "d": 3},
                      "counts": {"test": {"a": 10, "b": 10, "c": 10, "d": 20}}}}
@@ -154,7 +154,7 @@ def test_summary_none_hold_and_one_seed():
 
 # ---- the papers' comparison: sign counts ---------------------------------------------------
 def _sign_line(agg, usable):
-  lines = report._paper_section(agg, "SCALE", usable)
+  lines = papers.section(agg, "SCALE", usable)
   line, = [l for l in lines if l.startswith("In this run ")]
   return line.split(" (positive")[0], lines
 
