@@ -10,7 +10,7 @@ stage list and reproduction/presets.py for the sizes.
 
     python quickstart.py [--preset small|tiny|base] [--output_dir output/quickstart]
 
-small (default): about 30 minutes on 2 CPU cores (32m15s measured); tiny: the end-to-end
+small (default): about 30 minutes on 2 CPU cores (32m17s measured, install included); tiny: the end-to-end
 test's toy size (about 1.5 minutes; output/quickstart-tiny); base: a longer run (about 3.5
 hours on 2 CPU cores, estimated; output/quickstart-base).
 """
