@@ -27,11 +27,16 @@ def table(header, rows):
   return out
 
 
-def _stats(values):
+def stats(values):
+  """{n, mean, std (n - 1), min, max, values} of the non-None values; None if there are none."""
+  values = [v for v in values if v is not None]
+  if not values:
+    return None
   n = len(values)
   mean = sum(values) / n
   std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-  return {"n": n, "mean": mean, "std": std, "values": values}
+  return {"n": n, "mean": mean, "std": std, "min": min(values), "max": max(values),
+          "values": values}
 
 
 def aggregate(p, results):
@@ -41,7 +46,7 @@ def aggregate(p, results):
     runs = [(results.get(f"accept-{arm}-s{s}") or {}).get("metrics") for s in p.seeds]
     runs = [m for m in runs if m and "mcc" in m and "accuracy" in m]
     if runs:
-      out[arm] = {k: _stats([m[k] for m in runs]) for k in METRICS}
+      out[arm] = {k: stats([m[k] for m in runs]) for k in METRICS}
       out[arm]["n_test"] = runs[0]["n"]
   return out
 

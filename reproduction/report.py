@@ -21,15 +21,7 @@ PAPER_ORDER = (("plm", "mlm"), ("mpnet", "plm"), ("mpnet", "mlm"), ("plm", "none
 NO_SPREAD = "one seed each: no spread to judge by"
 
 
-def stats(values):
-  values = [v for v in values if v is not None]
-  if not values:
-    return None
-  n = len(values)
-  mean = sum(values) / n
-  std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-  return {"n": n, "mean": mean, "std": std, "min": min(values), "max": max(values),
-          "values": values}
+stats = language_report.stats
 
 
 def _fmt(s, scale=100.0, digits=1):

@@ -22,6 +22,8 @@ import shlex
 import subprocess
 import time
 
+from reproduction.tasks import atomic_write
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEP_LINE = re.compile(r"^step (\d+)/(\d+) loss (\S+)")
 _RELAY = ("eval at step", "done:", "wrote ", "exported", "init from", "using the best")
@@ -51,14 +53,6 @@ def format_duration(seconds):
   if seconds < 3600:
     return f"{seconds // 60}m{seconds % 60:02d}s"
   return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-
-
-def atomic_write(path, text):
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(tmp, path)
 
 
 class _Process:
