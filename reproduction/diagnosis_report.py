@@ -105,6 +105,8 @@ def _probe_rows(diag):
       cells.append(f"{100 * r['dev']:.1f} / {100 * r['test']:.1f}" if r else "n/a")
     if arm.startswith("none"):
       cells = cells + ["(random weights)"] * (len(steps) - 1)
+    alone = (_final_probe(diag, arm) or {}).get("summary")
+    cells.append(f"{100 * alone['dev']:.1f} / {100 * alone['test']:.1f}" if alone else "n/a")
     rows.append((arm, *cells))
   return steps, rows
 
@@ -159,8 +161,11 @@ def section(agg, data):
               "A softmax regression on [summary token, mean of the last layer] of the encoder "
               "as pretraining left it (no fine-tuning), L2 strength chosen on dev; dev / test "
               "accuracy (%) at each pretraining checkpoint (the pretraining-length curve).", ""]
-    lines += _table(["arm", *[f"step {s}" for s in steps]], rows) + [""]
-    lines += probe_text(diag, steps, _split_sizes(data)) + [""]
+    lines += _table(["arm", *[f"step {s}" for s in steps], "summary token alone, last"],
+                    rows) + [""]
+    lines += probe_text(diag, steps, _split_sizes(data))
+    lines += finetune_vs_probe(diag, agg.get("classify") or {}, _split_sizes(data).get("test"))
+    lines += [""]
   if diag.get("heldout"):
     steps = diag.get("checkpoints", [])
     lines += ["### Held-out pretraining loss", "",
@@ -245,6 +250,33 @@ def probe_text(diag, steps, sizes=None):
             f"{100 * v:.1f} (step {s})" for v, s in zip(vals, steps))
             + ": " + trend(vals, steps, sizes.get("dev")) + ".")
   return [f"- {l}" for l in out]
+
+
+def finetune_vs_probe(diag, cls, n):
+  """Bullets setting each arm's fine-tuned test accuracy against its last probe twice: on the
+  summary token alone (what the classifier's head reads) and on summary + mean. A fine-tuned
+  arm below the full probe but not below the summary probe has not lost information: the
+  rest is in the other tokens' states, which fine-tuning must first move into the summary."""
+  out = []
+  for arm in ARMS:
+    probe, ft = _final_probe(diag, arm), cls.get(arm)
+    if not probe or not ft or "summary" not in probe or not n:
+      continue
+    tuned, both, alone = ft["mean"], probe["test"], probe["summary"]["test"]
+    band = noise((tuned + both) / 2, n)
+    if tuned >= both - band:
+      why = "not below the probe"
+    elif tuned >= alone - noise((tuned + alone) / 2, n):
+      why = ("below the probe on both, not below the probe on what its head reads: the "
+             "missing accuracy is in the other tokens' states, which the fine-tuning's few steps "
+             "did not route into the summary token, not information its path lost")
+    else:
+      why = ("below even the probe on the summary token it reads: the fine-tuning fell short "
+             "of what its own input holds")
+    out.append(f"- {arm}: fine-tuned {100 * tuned:.1f}; probe on the summary token alone "
+               f"{100 * alone:.1f}, on summary and mean {100 * both:.1f} (test, ±"
+               f"{100 * band:.1f}): {why}.")
+  return out
 
 
 def trend(vals, steps, n):

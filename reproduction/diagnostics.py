@@ -13,7 +13,9 @@ line {"diagnostics": ...} with:
 - probe: a frozen-encoder linear probe per arm and checkpoint on the module-classification
   task: features = [summary token's state, mean of the last layer over real tokens], a softmax
   regression whose L2 strength is chosen on the dev split; test accuracy reported once. No
-  fine-tuning learning rate is involved, so it measures what the representation carries.
+  fine-tuning learning rate is involved, so it measures what the representation carries. The
+  same probe on the summary token's state alone ("summary") reads only what the fine-tuned
+  classifier's head reads, the like-for-like yardstick for fine-tuning.
 - cloze: zero-shot cloze (pretraining/cloze.py) on the RACE-format dev and test questions, each
   objective's random weights and final checkpoint, both scorings (sum and mean of the option's
   log-probabilities); the report chooses the scoring on dev.
@@ -67,6 +69,13 @@ def linear_probe(feats, labels, n_class):
       best = (l2, dev, w, b)
   l2, dev, w, b = best
   return {"l2": l2, "train": acc(w, b, "train"), "dev": dev, "test": acc(w, b, "test")}
+
+
+def summary_part(feats):
+  """{split: [N, 2 * d_model] probe features} -> {split: [N, d_model]}: the summary token's
+  state alone (Diagnostics.features puts it first), the one input of the fine-tuned classifier's
+  head; the probe on both halves also reads the mean of the token states."""
+  return {k: v[:, :v.shape[1] // 2] for k, v in feats.items()}
 
 
 class Diagnostics:
@@ -159,7 +168,7 @@ class Diagnostics:
       out.append(forward(tf.constant(rows["input_ids"][i:i + 128]),
                          tf.constant(rows["seg_ids"][i:i + 128]),
                          tf.constant(rows["input_mask"][i:i + 128], tf.float32)).numpy())
-    return np.concatenate(out)
+    return np.concatenate(out)      # [N, 2 * d_model]: summary token's state, then the mean
 
   # ---- zero-shot cloze ----------------------------------------------------------------------
   def cloze(self, log=print):
@@ -218,10 +227,14 @@ class Diagnostics:
       for step in ([0] if arm.startswith("none") else steps):
         model = self.model(task, step)
         feats = {k: self.features(model, v, model_type) for k, v in split_rows.items()}
-        probe = linear_probe(feats, {k: v["label"] for k, v in split_rows.items()}, n_class)
+        labels = {k: v["label"] for k, v in split_rows.items()}
+        probe = linear_probe(feats, labels, n_class)
+        # what the fine-tuned classifier reads: the summary token's state alone
+        probe["summary"] = linear_probe(summary_part(feats), labels, n_class)
         out["probe"][arm][step] = probe
         line = (f"probe {arm} step {step}: dev {probe['dev']:.3f} test {probe['test']:.3f} "
-                f"(l2 {probe['l2']:g})")
+                f"(l2 {probe['l2']:g}); summary token alone: dev "
+                f"{probe['summary']['dev']:.3f} test {probe['summary']['test']:.3f}")
         if not arm.startswith("none"):
           loss = self.heldout_loss(task, model)
           out["heldout"].setdefault(arm, {})[step] = loss

@@ -56,6 +56,19 @@ TASKS = ("classify", "squad", "race")   # the tasks of the orderings (acceptabil
 MAIN_METRIC = {"classify": "accuracy", "accept": "mcc", "squad": "f1", "race": "accuracy"}
 
 
+# The release script each stage stands for (training/recipes.py's names).
+TASK_SCRIPT = {"classify": "classifier", "accept": "classifier", "squad": "squad",
+               "race": "race"}
+
+
+def release_epsilon(script):
+  """Adam's epsilon of the XLNet release's script (training/recipes.py, "release"): 1e-8 in
+  train.py and run_classifier.py, 1e-6 in run_squad.py and run_race.py. It matters here: a
+  random-weights MPNet's gradients are small enough that 1e-6 stalls its classifier."""
+  from training import recipes
+  return f"{recipes.defaults('xlnet', script)['adam_epsilon']:g}"
+
+
 # ---- parsing of the scripts' output ---------------------------------------------------------
 def training_curve(text):
   """[(step, loss)] from the trainer's log lines ("step N/T loss X ...")."""
@@ -245,7 +258,8 @@ class Pipeline:
             f"--train_steps={p.pretrain_steps}", f"--learning_rate={p.pretrain_lr}",
             f"--warmup_steps={p.warmup}", f"--save_every={p.pretrain_save_every}",
             f"--steps_per_loop={p.steps_per_loop}", f"--dropout={p.dropout}",
-            f"--dropatt={p.dropout}", f"--seed={self.seed}", *p.optimizer_flags] + (
+            f"--dropatt={p.dropout}", f"--seed={self.seed}", *p.optimizer_flags,
+            f"--adam_epsilon={release_epsilon('pretrain')}"] + (
                 [f"--mpnet_mode={mode}"] if mode else [])
     return Stage(f"pretrain-{name}", f"{p.pretrain_steps} steps of {name}",
                  p.overhead_s + p.pretrain_steps * p.pretrain_step_s, argv=argv,
@@ -270,7 +284,8 @@ class Pipeline:
              f"--train_steps={steps}", f"--warmup_steps={max(1, steps // 10)}",
              f"--learning_rate={lr}", f"--save_every={steps}",
              f"--steps_per_loop={min(p.steps_per_loop, steps)}", f"--dropout={p.dropout}",
-             f"--dropatt={p.dropout}", f"--seed={seed}", *p.optimizer_flags]
+             f"--dropatt={p.dropout}", f"--seed={seed}", *p.optimizer_flags,
+             f"--adam_epsilon={release_epsilon(TASK_SCRIPT[task])}"]
             + self._model_flags(arm))
 
   def _task_flags(self, task, split):

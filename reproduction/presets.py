@@ -63,11 +63,12 @@ class Preset:
   dropout: float = 0.1
   # One optimizer for every arm, XLNet and MPNet alike, so that the report compares objectives
   # and architectures, not optimizers: the XLNet release's tf.train.AdamOptimizer (weight
-  # decay 0) with the epsilon of its SQuAD/RACE scripts. The scripts' own defaults differ by
-  # family (README, "Optimizer semantics and recipes"): MPNet's would be fairseq's Adam.
+  # decay 0). Its epsilon is each release script's own (pipeline.release_epsilon: train.py and
+  # run_classifier.py 1e-8, run_squad.py and run_race.py 1e-6). The scripts' own defaults differ
+  # by family (README, "Optimizer semantics and recipes"): MPNet's would be fairseq's Adam.
   optimizer_flags: tuple = ("--optimizer=release", "--adam_beta1=0.9", "--adam_beta2=0.999",
-                            "--adam_epsilon=1e-6", "--weight_decay=0", "--clip=1.0",
-                            "--min_lr_ratio=0", "--decay_method=linear")
+                            "--weight_decay=0", "--clip=1.0", "--min_lr_ratio=0",
+                            "--decay_method=linear")
   steps_per_loop: int = 50
   # ETA model: seconds per script start (imports, XLA compile, evaluation) and per step
   overhead_s: float = 30.0

@@ -339,8 +339,11 @@ def _optimizer_lines(results):
             f"fine-tuning arm, XLNet and MPNet alike): {rule}. The quickstart pins it so that "
             "arms differ by objective and architecture only; the scripts' defaults differ by "
             "family (MPNet's is fairseq's Adam: README, 'Optimizer semantics and recipes')."]
-  return ["- Optimizers used (as each run's log names them):"] + [
-      f"  - {rule}: {', '.join(sorted(stages))}" for rule, stages in sorted(used.items())]
+  kinds = lambda stages: ", ".join(sorted({n.split("-")[0] for n in stages}))
+  return ["- Optimizers used, as each run's log names them (the same for every arm, XLNet and "
+          "MPNet alike, so that arms differ by objective and architecture only; epsilon is "
+          "each XLNet release script's own):"] + [
+      f"  - {rule}: {len(stages)} runs ({kinds(stages)})" for rule, stages in sorted(used.items())]
 
 
 _table = language_report.table

@@ -183,13 +183,19 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert heading in report
   # every training run (pretraining and fine-tuning, XLNet and MPNet) names its optimizer in its
   # log; the report says they all used the one the quickstart pins
-  optimizers = {json.loads(path.read_text())["results"].get("optimizer")
-                for path in (out / "stages").glob("*.json")
-                if path.stem.startswith(("pretrain-", "classify-", "accept-", "squad-",
-                                         "race-"))}
-  assert optimizers == {"release tf.train.AdamOptimizer (TF1 bias correction), betas (0.9, "
-                        "0.999), eps 1e-06, weight decay 0, clip 1"}, optimizers
-  assert "- Optimizer, the same for all" in report and "tf.train.AdamOptimizer" in report
+  # log; the report says which. Epsilon is the XLNet release script's own (its flag defaults:
+  # train.py and run_classifier.py 1e-8, run_squad.py and run_race.py 1e-6)
+  optimizers = {path.stem.split("-")[0]: set() for path in (out / "stages").glob("*.json")}
+  for path in (out / "stages").glob("*.json"):
+    optimizers[path.stem.split("-")[0]].add(json.loads(path.read_text())["results"].get(
+        "optimizer"))
+  rule = ("release tf.train.AdamOptimizer (TF1 bias correction), betas (0.9, 0.999), eps {}, "
+          "weight decay 0, clip 1")
+  for kind, eps in (("pretrain", "1e-08"), ("classify", "1e-08"), ("accept", "1e-08"),
+                    ("squad", "1e-06"), ("race", "1e-06")):
+    assert optimizers[kind] == {rule.format(eps)}, (kind, optimizers[kind])
+  assert "- Optimizers used" in report and "tf.train.AdamOptimizer" in report
+  assert f"{rule.format('1e-06')}: " in report and "runs (race, squad)" in report
   results = json.loads((out / "results.json").read_text())
   assert set(results["aggregate"]["classify"]) >= {"plm", "mpnet"}
   assert results["aggregate"]["pretrain"]["plm"]["curve"]

@@ -283,3 +283,29 @@ def test_mpnet_gap_is_called_the_architectures_only_when_hugging_face_agrees():
   differ = dr.hf_check_text(dr.hf_check_summary(curve(-0.05, 0.002)))
   assert "so the gap is the architecture's" not in differ and "see the tool's JSON" in differ
   assert "tools/mpnet_hf_curve.py --output_dir" in dr.hf_check_text(None)
+
+
+def test_fine_tuning_is_set_against_the_probe_on_what_its_head_reads():
+  import numpy as np
+  from reproduction import diagnosis_report, diagnostics
+  # the summary half of the probe's features is the first half of each row
+  feats = {"train": np.arange(12.).reshape(2, 6)}
+  assert diagnostics.summary_part(feats)["train"].tolist() == [[0, 1, 2], [6, 7, 8]]
+  # 491 test examples; 2 SE at p: 2 * sqrt(p (1 - p) / 491), worked by hand:
+  # none:  0.50 against the full probe 0.40 -> not below it
+  # plm:   0.15 against 0.385 (2 SE at 0.2675: 0.040) -> below; against the summary probe 0.16
+  #        (2 SE at 0.155: 0.033) -> not below
+  # mlm:   0.15 against 0.385 -> below; against 0.34 (2 SE at 0.245: 0.039) -> below too
+  diag = {"probe": {arm: {"2000": {"test": both, "summary": {"test": alone}}}
+                    for arm, both, alone in (("none", 0.40, 0.30), ("plm", 0.385, 0.16),
+                                             ("mlm", 0.385, 0.34))}}
+  cls = {"none": {"mean": 0.50}, "plm": {"mean": 0.15}, "mlm": {"mean": 0.15}}
+  lines = diagnosis_report.finetune_vs_probe(diag, cls, 491)
+  assert len(lines) == 3
+  none, plm, mlm = lines
+  assert none.startswith("- none: fine-tuned 50.0; probe on the summary token alone 30.0, on "
+                         "summary and mean 40.0") and none.endswith("not below the probe.")
+  assert plm.startswith("- plm:") and "not information its path lost" in plm
+  assert "±4.0" in plm
+  assert mlm.startswith("- mlm:") and mlm.endswith("fell short of what its own input holds.")
+  assert diagnosis_report.finetune_vs_probe(diag, cls, None) == []
