@@ -352,7 +352,11 @@ def hf_check_summary(curve):
           "hf_minus_ours": -c["replay_vs_hf"]["last"]["mean_diff"],
           "null_minus_ours": -c["replay_vs_null"]["last"]["mean_diff"]
           if "replay_vs_null" in c else None,
-          "heldout": curve.get("heldout", {})}
+          "heldout": curve.get("heldout", {}),
+          # [[step, mean loss of the 50 steps up to it]] per arm: ours (the replay), HF, and
+          # ours with other dropout masks (null), for the report's plot
+          "curves": {k: curve["arms"][k]["curve"] for k in ("replay", "hf", "null")
+                     if curve.get("arms", {}).get(k, {}).get("curve")}}
 
 
 def hf_check_text(check):
@@ -375,8 +379,13 @@ def hf_check_text(check):
   if "hf" in held and "replay" in held:
     text += f"; held-out {held['hf']:.3f} (HF) against {held['replay']:.3f} (ours)"
   agree = yardstick is not None and abs(check["hf_minus_ours"]) <= 3 * max(abs(yardstick), 1e-3)
-  return text + (": the two implementations agree, so the gap is the architecture's." if agree
-                 else ": see the tool's JSON before reading the gap as the architecture's.")
+  text += (": the two implementations agree, so the gap is the architecture's." if agree
+           else ": see the tool's JSON before reading the gap as the architecture's.")
+  if {"replay", "hf"} <= set(check.get("curves") or {}):
+    text += (" Both loss curves, and their differences: "
+             "![MPNet's architecture on mlm, ours against Hugging Face's]"
+             "(plots/mpnet_hf_curve.png)")
+  return text
 
 
 def summary_lines(agg, data):

@@ -161,6 +161,27 @@ def _plots(pipeline, agg, unigram, data):
     ax.set_title("SQuAD / RACE-format sets (small, generated)")
     ax.legend(fontsize=8)
     save(fig, "qa.png")
+
+  curves = (agg["diagnostics"].get("mpnet_hf") or {}).get("curves") or {}
+  if {"replay", "hf"} <= set(curves):    # tools/mpnet_hf_curve.py ran on this output
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 1]})
+    ours = dict(map(tuple, curves["replay"]))
+    for key, label in (("replay", "ours"), ("hf", "Hugging Face MPNetForMaskedLM")):
+      top.plot(*zip(*curves[key]), label=label)
+    for key, label, color in (("hf", "HF - ours", "C1"),
+                              ("null", "ours, other dropout masks - ours", "C2")):
+      if key in curves:
+        bottom.plot(*zip(*[(s, v - ours[s]) for s, v in curves[key] if s in ours]),
+                    label=label, color=color)
+    bottom.axhline(0, color="gray", linewidth=0.8)
+    top.set_ylabel("training loss (nats)")
+    bottom.set_ylabel("difference")
+    bottom.set_xlabel("step (mean of the 50 steps up to it)")
+    top.set_title("MPNet's architecture on mlm: the same batches in two implementations")
+    top.legend(fontsize=8)
+    bottom.legend(fontsize=8)
+    save(fig, "mpnet_hf_curve.png")
   return paths
 
 

@@ -283,6 +283,13 @@ def test_mpnet_gap_is_called_the_architectures_only_when_hugging_face_agrees():
   differ = dr.hf_check_text(dr.hf_check_summary(curve(-0.05, 0.002)))
   assert "so the gap is the architecture's" not in differ and "see the tool's JSON" in differ
   assert "tools/mpnet_hf_curve.py --output_dir" in dr.hf_check_text(None)
+  # with the tool's curves the text points at the plot of both
+  full = curve(-0.0001, 0.0013)
+  full["arms"] = {"replay": {"curve": [[50, 8.2], [100, 7.6]]},
+                  "hf": {"curve": [[50, 8.21], [100, 7.59]]}, "null": {}}
+  check = dr.hf_check_summary(full)
+  assert check["curves"] == {"replay": [[50, 8.2], [100, 7.6]], "hf": [[50, 8.21], [100, 7.59]]}
+  assert dr.hf_check_text(check).endswith("(plots/mpnet_hf_curve.png)")
 
 
 def test_fine_tuning_is_set_against_the_probe_on_what_its_head_reads():
