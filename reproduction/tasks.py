@@ -320,26 +320,31 @@ def _acceptable_sentences(docs):
     for s in d.sentences:
       words = _TOKEN.findall(s)
       if (6 <= len(words) <= 30 and "\t" not in s and s[0].isupper() and s.endswith(".")
-          and len(re.findall(r"[A-Za-z]{2,}", s)) >= 6 and len(set(words)) >= 4):
+          and len(re.findall(r"[A-Za-z]{2,}", s)) >= 6 and len(set(words[1:-1])) >= 2):
         out.append((k, s))
   return out
 
 
 def damage(sentence, rng, vocabulary):
   """The sentence with two different words swapped, or one word replaced by another
-  vocabulary word (half each); the words keep their spacing."""
+  vocabulary word (half each); the words keep their spacing. The first and the last word stay
+  where they are (a capital first, a full stop last) and a replacement takes the case of the
+  word it replaces, so no surface rule tells a damaged sentence from a real one: only the
+  words in between do. The sentence has at least two different words in between."""
   spans = [m.span() for m in _TOKEN.finditer(sentence)]
   words = [sentence[a:b] for a, b in spans]
+  inside = np.arange(1, len(words) - 1)
   if rng.random() < 0.5:
     while True:
-      i, j = sorted(rng.choice(len(words), 2, replace=False))
+      i, j = sorted(rng.choice(inside, 2, replace=False))
       if words[i] != words[j]:
         break
     words[i], words[j] = words[j], words[i]
   else:
-    i = int(rng.integers(len(words)))
+    i = int(rng.choice(inside))
     while True:
       new = vocabulary[int(rng.integers(len(vocabulary)))]
+      new = (new[0].upper() if words[i][0].isupper() else new[0].lower()) + new[1:]
       if new != words[i]:
         break
     words[i] = new

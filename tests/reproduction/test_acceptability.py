@@ -55,7 +55,7 @@ def test_cola_layout_read_back_and_sources(tmp_path):
     examples = classifier_data.read_split(spec, str(tmp_path), split, report=lambda _: None)
     assert [(e.text_a, e.label) for e in examples] == [(f[3], f[1]) for f in fields]
     own = {s for d in splits[split] for s in d.sentences}
-    own_words = {w for s in own for w in re.findall(r"[A-Za-z]+", s)}
+    own_words = {w.lower() for s in own for w in re.findall(r"[A-Za-z]+", s)}
     for source, label, _, sentence in fields:
       doc = splits[split][int(source[len("doc"):])]
       if label == "1":                   # a real sentence of this split's document
@@ -63,16 +63,39 @@ def test_cola_layout_read_back_and_sources(tmp_path):
       else:                              # one of them, damaged, and no longer any real one
         assert sentence not in own
         assert any(_differs_by_one_swap_or_word(sentence, s) for s in doc.sentences)
-      assert set(re.findall(r"[A-Za-z]+", sentence)) <= own_words   # this split's words only
+      # this split's words only (a replacement may take another case)
+      assert {w.lower() for w in re.findall(r"[A-Za-z]+", sentence)} <= own_words
   test = (tmp_path / "test.tsv").read_text().splitlines()
   labels = (tmp_path / "test-labels.tsv").read_text().splitlines()
   assert test[0] == "index\tsentence" and labels[0] == "index\tlabel"
   assert [line.split("\t")[0] for line in test[1:]] == [line.split("\t")[0] for line in labels[1:]]
   assert collections.Counter(line.split("\t")[1] for line in labels[1:]) == {"0": 5, "1": 5}
   examples = classifier_data.read_split(spec, str(tmp_path), "test", report=lambda _: None)
-  test_words = {w for d in splits["test"] for s in d.sentences for w in re.findall(r"[A-Za-z]+", s)}
+  test_words = {w.lower() for d in splits["test"] for s in d.sentences
+                for w in re.findall(r"[A-Za-z]+", s)}
   assert len(examples) == 10
-  assert all(set(re.findall(r"[A-Za-z]+", e.text_a)) <= test_words for e in examples)
+  assert all({w.lower() for w in re.findall(r"[A-Za-z]+", e.text_a)} <= test_words
+             for e in examples)
+
+
+def test_no_surface_rule_tells_damaged_sentences_from_real_ones(tmp_path):
+  # a capital first and a full stop last, and the same first and last words as the source:
+  # otherwise "starts with a capital and ends with '.'" scores the set without any language
+  splits = _splits()
+  tasks.write_acceptability(splits, str(tmp_path), seed=3, n_train=20, n_eval=10)
+  rows = [line.split("\t") for line in (tmp_path / "train.tsv").read_text().splitlines()]
+  damaged = [(source, sentence) for source, label, _, sentence in rows if label == "0"]
+  assert len(damaged) == 10
+  for source, sentence in damaged:
+    assert sentence[0].isupper() and sentence.endswith("."), sentence
+    doc = splits["train"][int(source[len("doc"):])]
+    assert any(_differs_by_one_swap_or_word(sentence, s) and s.split()[0] == sentence.split()[0]
+               and s.split()[-1] == sentence.split()[-1] for s in doc.sentences), sentence
+  rng = np.random.default_rng(1)
+  for _ in range(50):    # a replacement takes the case of the word it replaces
+    out = tasks.damage("Keep the Value as read.", rng, ["Alpha", "beta"]).split()
+    assert out[0] == "Keep" and out[-1] == "read."
+    assert sum(w[0].isupper() for w in out[1:-1]) == 1, out
 
 
 def test_same_seed_same_bytes_and_other_seeds_differ(tmp_path):
