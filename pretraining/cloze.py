@@ -17,6 +17,7 @@ Shapes: L tokens of a row (at most seq_len), P tokens of the option.
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 
@@ -107,3 +108,37 @@ def evaluate(objective, task, model, tokenizer, items, seq_len):
   labels = [item[4] for item in items]
   return {name: accuracy(np.reshape([s[name] for s in scores], [len(items), -1]), labels)
           for name in SCORINGS}
+
+
+# ---- whole sentences: pseudo-log-likelihood ---------------------------------------------------
+def word_rows(tokenizer, sentence, seq_len):
+  """[Row] of one sentence, one per whitespace word: the word is the span, the rest of the
+  sentence its context (the rows of a pseudo-log-likelihood, Salazar et al. 2020, a word at a
+  time). ValueError for a sentence holding "_" (cloze_row's blank)."""
+  if "_" in sentence:
+    raise ValueError(f"a sentence scored word by word cannot hold '_': {sentence!r}")
+  return [cloze_row(tokenizer, "", sentence[:a] + "_" + sentence[b:], sentence[a:b], seq_len)
+          for a, b in (m.span() for m in re.finditer(r"\S+", sentence))]
+
+
+def sentence_scores(objective, task, model, tokenizer, sentences, seq_len):
+  """(pll [N], token ids [[...]] of each sentence): each sentence's pseudo-log-likelihood, the
+  sum over its words of their tokens' log-probabilities given the rest of the sentence (the
+  objective predicts a word as it predicts a cloze option), and the tokens scored. The rows go
+  to the objective sorted by length, so that its batches pad little."""
+  tokenizer = _Cached(tokenizer)
+  rows, owner = [], []
+  for k, sentence in enumerate(sentences):
+    for row in word_rows(tokenizer, sentence, seq_len):
+      rows.append(row)
+      owner.append(k)
+  order = sorted(range(len(rows)), key=lambda i: (len(rows[i].input_ids),
+                                                   rows[i].end - rows[i].start))
+  log_probs = [None] * len(rows)
+  for i, lp in zip(order, objective.span_log_probs_many(task, model, [rows[i] for i in order])):
+    log_probs[i] = lp
+  pll, ids = np.zeros(len(sentences)), [[] for _ in sentences]
+  for i, k in enumerate(owner):
+    pll[k] += float(np.sum(log_probs[i], dtype=np.float64))
+    ids[k] += rows[i].input_ids[rows[i].start:rows[i].end]
+  return pll, ids

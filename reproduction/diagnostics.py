@@ -19,6 +19,12 @@ line {"diagnostics": ...} with:
 - cloze: zero-shot cloze (pretraining/cloze.py) on the RACE-format dev and test questions, each
   objective's random weights and final checkpoint, both scorings (sum and mean of the option's
   log-probabilities); the report chooses the scoring on dev.
+- pairs: the same scorer on the minimal pairs (data/pairs).
+- accept_zero_shot: each objective's random and final weights judge the CoLA-layout dev and
+  test sentences with no fine-tuning: a sentence's pseudo-log-likelihood per token, or its SLOR
+  (less the unigram log-probability), cut at a threshold; variant and threshold chosen on dev
+  by MCC, test read once. What the language model itself knows of single sentences, beside
+  what 500 fine-tuning examples draw out of it.
 """
 
 import json
@@ -76,6 +82,35 @@ def summary_part(feats):
   state alone (Diagnostics.features puts it first), the one input of the fine-tuned classifier's
   head; the probe on both halves also reads the mean of the token states."""
   return {k: v[:, :v.shape[1] // 2] for k, v in feats.items()}
+
+
+def best_threshold(scores, labels):
+  """(threshold, mcc): the cut "acceptable when score >= threshold" of highest MCC on these
+  scores [N] and 0/1 labels [N] (midpoints between distinct scores; ties go to the lower)."""
+  from finetuning import metrics
+  values = np.unique(scores)
+  cuts = np.concatenate([[values[0] - 1.0], (values[1:] + values[:-1]) / 2, [values[-1] + 1.0]])
+  best = max(cuts, key=lambda t: (metrics.matthews_corrcoef(labels, scores >= t), -t))
+  return float(best), metrics.matthews_corrcoef(labels, scores >= best)
+
+
+def acceptability_judgement(dev, test):
+  """A zero-shot acceptability judge from sentence scores, chosen on dev and read once on test.
+  dev, test: {variant: scores [N]} and "label" [N] (0/1); variants: "mean" (the
+  pseudo-log-likelihood per token) and "slor" (minus the tokens' unigram log-probability,
+  per token: Lau et al. 2017's SLOR, which takes word frequency and length out). -> {"variant",
+  "threshold", "dev": {"mcc", "accuracy", "n"}, "test": {...}}."""
+  from finetuning import metrics
+  fits = {v: best_threshold(np.asarray(dev[v]), np.asarray(dev["label"]))
+          for v in ("mean", "slor")}
+  variant = max(fits, key=lambda v: fits[v][1])
+  threshold = fits[variant][0]
+  out = {"variant": variant, "threshold": threshold}
+  for name, split in (("dev", dev), ("test", test)):
+    labels, preds = np.asarray(split["label"]), np.asarray(split[variant]) >= threshold
+    out[name] = {"mcc": metrics.matthews_corrcoef(labels, preds),
+                 "accuracy": float((labels == preds).mean()), "n": int(len(labels))}
+  return out
 
 
 class Diagnostics:
@@ -210,6 +245,62 @@ class Diagnostics:
             for split, r in result.items()))
     return out
 
+  # ---- zero-shot acceptability --------------------------------------------------------------
+  def acceptability_sentences(self):
+    """{split: (sentences, 0/1 labels)} of the CoLA-layout dev and test splits, the first
+    `accept_zero_shot` of each that hold no "_" (the scorer's blank); {} without the set."""
+    from reproduction import tasks
+    cola = os.path.join(self.pipe.data, "CoLA")
+    if not self.p.accept_zero_shot or not os.path.exists(os.path.join(cola, "dev.tsv")):
+      return {}
+    with open(os.path.join(cola, "dev.tsv"), encoding="utf-8") as f:
+      dev = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    test = zip(tasks.read_tsv_column(os.path.join(cola, "test.tsv"), "sentence"),
+               tasks.read_tsv_column(os.path.join(cola, "test-labels.tsv"), "label"))
+    out = {}
+    for split, pairs in (("dev", [(r[3], r[1]) for r in dev]), ("test", test)):
+      pairs = [(s, int(label)) for s, label in pairs if "_" not in s][:self.p.accept_zero_shot]
+      out[split] = ([s for s, _ in pairs], np.array([label for _, label in pairs]))
+    return out
+
+  def unigram_log_probs(self, tokenizer):
+    """[vocab] log-probabilities of the pretraining corpus's tokens (add-one)."""
+    import sentencepiece as spm
+    counts = np.ones(spm.SentencePieceProcessor(model_file=self.pipe.spm).get_piece_size())
+    with open(os.path.join(self.pipe.data, "corpus.txt"), encoding="utf-8") as f:
+      for line in f:
+        if line.strip():
+          np.add.at(counts, list(tokenizer.encode(line)), 1)
+    return np.log(counts / counts.sum())
+
+  def acceptability(self, log=print):
+    """{objective: {step: acceptability_judgement}} for each objective's random (0) and final
+    weights: each sentence's pseudo-log-likelihood (cloze.sentence_scores), no fine-tuning."""
+    from data_utils import tokenization
+    from pretraining import cloze, objectives
+    data = self.acceptability_sentences()
+    if not data:
+      return {}
+    tokenizer = tokenization.Tokenizer(self.pipe.spm, lower=False)
+    unigram = self.unigram_log_probs(tokenizer)
+    out = {}
+    for name in [o for o in pipeline_lib.OBJECTIVES if o in self.p.arms]:
+      task = self.task(name)
+      for step in (0, self.p.pretrain_steps):
+        model = self.model(task, step)
+        splits = {}
+        for split, (sentences, labels) in data.items():
+          pll, ids = cloze.sentence_scores(objectives.get(name), task, model, tokenizer,
+                                           sentences, self.p.seq_len)
+          n = np.array([len(t) for t in ids], np.float64)
+          uni = np.array([unigram[t].sum() for t in ids])
+          splits[split] = {"mean": pll / n, "slor": (pll - uni) / n, "label": labels}
+        result = acceptability_judgement(splits["dev"], splits["test"])
+        out.setdefault(name, {})[step] = result
+        log(f"acceptability zero-shot {name} step {step}: {result['variant']}, dev MCC "
+            f"{result['dev']['mcc']:.3f}, test MCC {result['test']['mcc']:.3f}")
+    return out
+
   # ---- everything ---------------------------------------------------------------------------
   def run(self, log=print):
     p = self.p
@@ -242,6 +333,7 @@ class Diagnostics:
         log(line)
     out["cloze"] = self.cloze(log)
     out["pairs"] = self.pairs(log)
+    out["accept_zero_shot"] = self.acceptability(log)
     if "mpnet" in p.arms:
       for name, mode, permute in (("mpnet", "mpnet", True), ("plm", "plm", True),
                                   ("mlm", "mlm", True), ("mpnet, position order", "mpnet",

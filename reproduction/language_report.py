@@ -205,3 +205,81 @@ def zero_shot_summary(diag):
     return None
   return ("Zero-shot, no fine-tuning (test points over the same model's random weights, two "
           "standard errors of the difference): " + "; ".join(parts) + ".")
+
+
+# ---- acceptability judged zero-shot ----------------------------------------------------------
+def _mcc_se(r, n):
+  return math.sqrt((1 - r * r) / max(1, n - 2))
+
+
+def zero_shot_accept_verdicts(zs):
+  """{objective: (random test, final test, difference, two SE of it, two SE of the final's
+  MCC around chance 0, beyond?)}: beyond when the pretrained weights' test MCC is above both
+  their random weights' and chance by more than two standard errors ((1 - r^2) / (n - 2) per
+  MCC). Random weights can land below chance (a frequency cue the threshold reads backwards),
+  so beating them alone is not enough."""
+  out = {}
+  for objective, by_step in zs.items():
+    steps = sorted(by_step, key=int)
+    random, final = by_step[steps[0]]["test"], by_step[steps[-1]]["test"]
+    se_r, se_f = _mcc_se(random["mcc"], random["n"]), _mcc_se(final["mcc"], final["n"])
+    diff, two_se, two_se_chance = final["mcc"] - random["mcc"], 2 * math.hypot(se_r, se_f), 2 * se_f
+    out[objective] = (random["mcc"], final["mcc"], diff, two_se, two_se_chance,
+                      diff > two_se and final["mcc"] > two_se_chance)
+  return out
+
+
+def zero_shot_accept_lines(zs, acc=None):
+  """The acceptability section's zero-shot part: table and one verdict per objective, set
+  against the fine-tuned arms' verdicts (acc: aggregate()'s) where those exist."""
+  if not zs:
+    return []
+  acc = acc or {}
+  lines = ["### The language models' own judgement (zero-shot)", "",
+           "Each objective's random and final pretraining weights, with no fine-tuning, judge "
+           "the dev and test sentences above (those without '_') by their pseudo-log-likelihood "
+           "(every word predicted from the rest of the sentence, as the objective predicts "
+           "its targets), per token or as SLOR (less the tokens' unigram log-probability: "
+           "frequency and length taken out), cut at a threshold; variant and threshold are "
+           "chosen on dev by MCC and test is read once. MCC (%).", ""]
+  rows = []
+  for objective, by_step in zs.items():
+    steps = sorted(by_step, key=int)
+    rows.append((objective, *[x for step in (steps[0], steps[-1]) for x in (
+        by_step[step]["variant"], f"{100 * by_step[step]['dev']['mcc']:.1f}",
+        f"{100 * by_step[step]['test']['mcc']:.1f}")]))
+  lines += table(["objective", "random: variant", "dev", "test", "pretrained: variant", "dev",
+                  "test"], rows) + [""]
+  for objective, (r, f, diff, two_se, two_chance, beyond) in zero_shot_accept_verdicts(
+      zs).items():
+    text = (f"- {objective}: test MCC {100 * f:.1f} against {100 * r:.1f} for its random "
+            f"weights ({100 * diff:+.1f}, two standard errors ±{100 * two_se:.1f}; chance 0"
+            f" ±{100 * two_chance:.1f}): {_zs_words(f, diff, two_se, two_chance)}.")
+    if beyond and objective in acc and BASELINE[objective] in acc and not verdict(
+        acc, objective, BASELINE[objective])[2]:
+      text += (" Fine-tuned, the same weights are not told apart from their random twin: "
+               "the model holds what the small train set does not draw out.")
+    lines.append(text)
+  return lines + [""]
+
+
+def _zs_words(final, diff, two_se, two_chance):
+  above_random, above_chance = diff > two_se, final > two_chance
+  if above_random and above_chance:
+    return "the pretrained model judges single sentences beyond the noise, with no training set"
+  if above_chance:
+    return "above chance, but not beyond the noise of its random weights' score"
+  if above_random:
+    return "above its random weights (which fall below chance), not beyond chance"
+  return "not told apart from its random weights or chance"
+
+
+def zero_shot_accept_summary(zs):
+  """One bullet for "What this run shows", or None."""
+  if not zs:
+    return None
+  return ("Acceptability judged zero-shot by the language models themselves (test MCC points "
+          "over the same model's random weights, two standard errors): " + "; ".join(
+              f"{o} {100 * diff:+.1f} (±{100 * two_se:.1f}; {_zs_words(f, diff, two_se, tc)})"
+              for o, (_, f, diff, two_se, tc, _) in zero_shot_accept_verdicts(zs).items())
+          + ".")

@@ -57,6 +57,7 @@ class Preset:
   accept_eval: int = 0
   accept_steps: int = 0
   pairs_eval: int = 0           # zero-shot minimal pairs per dev / test split (0: none)
+  accept_zero_shot: int = 0     # acceptability dev / test sentences judged zero-shot (0: none)
   arms: tuple = ("none", "none-mpnet", "plm", "mlm", "mpnet")   # none*: without pretraining
   squad_arms: tuple = ("none", "plm", "mlm", "mpnet")
   race_arms: tuple = ("none", "plm", "mlm", "mpnet")
@@ -92,7 +93,7 @@ PRESETS = {
         batch=4, num_predict=5, pretrain_steps=10, pretrain_lr=1e-3, pretrain_save_every=5,
         passes=2, seeds=(0,), cls_seq_len=32, cls_batch=8, cls_steps=10, cls_lrs=(1e-3, 3e-3),
         qa_seq_len=64, qa_batch=4, qa_steps=5, qa_lrs=(1e-3,), qa_seeds=(0,),
-        accept_train=24, accept_eval=16, accept_steps=5, pairs_eval=12,
+        accept_train=24, accept_eval=16, accept_steps=5, pairs_eval=12, accept_zero_shot=8,
         arms=("plm", "mpnet"), squad_arms=("plm",), race_arms=("mpnet",),
         steps_per_loop=5, overhead_s=12.0, pretrain_step_s=0.02, finetune_step_s=0.02),
     # The default: about 30 minutes on 2 CPU cores with --jobs=2 (README gives the measured
@@ -112,6 +113,7 @@ PRESETS = {
         # families) train, predict and score; the report keeps them out of the orderings.
         qa_lrs=(3e-4,), qa_seeds=(0,), squad_arms=("plm",), race_arms=("mpnet",),
         accept_train=500, accept_eval=600, accept_steps=150, pairs_eval=500,
+        accept_zero_shot=300,
         overhead_s=18.0, pretrain_step_s=0.05, finetune_step_s=0.04),
     # More of everything, for a longer run: about 3.5 hours on 2 CPU cores (estimated from
     # 60 measured pretraining steps at 0.93 s/step, not from a full run).

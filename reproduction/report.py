@@ -391,7 +391,8 @@ def write_report(pipeline, results, times):
         "papers' results.", "", "## What this run shows", ""]
   md += _summary(agg, unigram, data)
   md += [f"- {l}" for l in diagnosis_report.summary_lines(agg, data)
-         + [language_report.summary_line(agg["accept"])] if l] + ["", "## Setup", ""]
+         + [language_report.summary_line(agg["accept"]), language_report.zero_shot_accept_summary(
+             agg["diagnostics"].get("accept_zero_shot"))] if l] + ["", "## Setup", ""]
   if data:
     labels = data["classify"]["labels"]
     md += [f"- Corpus: the docstrings of this Python's standard library, {data['documents']:,} "
@@ -455,6 +456,8 @@ def write_report(pipeline, results, times):
   if "classification.png" in plots:
     md += ["", "![classification accuracy](plots/classification.png)"]
   md += [""] + language_report.section(agg["accept"], data, p)
+  md += language_report.zero_shot_accept_lines(agg["diagnostics"].get("accept_zero_shot"),
+                                               agg["accept"])
   md += ["## SQuAD 2.0 and RACE formats", ""]
   if agg["squad"] or agg["race"]:
     rows = []

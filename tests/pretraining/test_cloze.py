@@ -172,3 +172,35 @@ def test_batched_rows_score_as_each_row_alone(name):
     alone = objective.span_log_probs(task, model, row)
     assert got.shape == (row.end - row.start,)
     np.testing.assert_allclose(got, alone, rtol=0, atol=2e-5)
+
+
+def test_word_rows_blank_each_word_in_turn():
+  tok = WordTokenizer()
+  rows = cloze.word_rows(tok, "a b  c", seq_len=16)
+  a, b, c = tok.encode("a b c")
+  assert [r.input_ids for r in rows] == [(SEP_ID, a, b, c, SEP_ID, CLS_ID)] * 3
+  assert [(r.start, r.end) for r in rows] == [(1, 2), (2, 3), (3, 4)]
+  with pytest.raises(ValueError, match="cannot hold '_'"):
+    cloze.word_rows(tok, "a _ b", seq_len=16)
+
+
+@pytest.mark.parametrize("name", ["plm", "mlm", "mpnet"])
+def test_sentence_scores_sum_each_words_log_probability(name):
+  """The pseudo-log-likelihood is the sum, over words, of what the objective gives each word's
+  tokens alone at that place (rows scored one by one here), whatever order the batches took;
+  and the hand-built model that wants token 21 finds a sentence of 21s the most probable."""
+  objective = objectives.get(name)
+  task, model = _task(name)
+  tok = WordTokenizer()
+  tok.vocab.update({f"w{i}": i for i in range(10, V)})
+  sentences = ["w10 w11 w12 w13", "w14 w15", "w21 w21 w21 w21 w21"]
+  pll, ids = cloze.sentence_scores(objective, task, model, tok, sentences, seq_len=16)
+  for k, sentence in enumerate(sentences):
+    rows = cloze.word_rows(tok, sentence, 16)
+    want = sum(float(np.sum(objective.span_log_probs(task, model, r))) for r in rows)
+    np.testing.assert_allclose(pll[k], want, rtol=0, atol=1e-4)
+    assert ids[k] == tok.encode(sentence)
+  bias = model.lm_head.bias
+  bias.assign(bias.numpy() + 30.0 * (np.arange(V) == 21))
+  pll, _ = cloze.sentence_scores(objective, task, model, tok, sentences, seq_len=16)
+  assert pll[2] / 5 > max(pll[0] / 4, pll[1] / 2) and pll[2] / 5 > -0.01

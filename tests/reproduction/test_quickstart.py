@@ -179,7 +179,9 @@ def test_quickstart_tiny_end_to_end(tmp_path):
                   "## How this compares with the papers", "## Diagnosis",
                   "### Learning-rate choice on dev", "### Linear probes",
                   "### MPNet's weights in its three modes", "## Acceptability (CoLA layout",
-                  "### Zero-shot cloze", "### Zero-shot minimal pairs", "- Zero-shot, no "):
+                  "### Zero-shot cloze", "### Zero-shot minimal pairs", "- Zero-shot, no ",
+                  "### The language models' own judgement (zero-shot)",
+                  "- Acceptability judged zero-shot", "summary token alone, last"):
     assert heading in report
   # every training run (pretraining and fine-tuning, XLNet and MPNet) names its optimizer in its
   # log; the report says they all used the one the quickstart pins
