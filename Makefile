@@ -23,6 +23,7 @@ quickstart: install
 # compilation, so on the 2-core CI machine this takes the suite from ~19 to ~11.5 minutes.
 # XLNET_TESTS_REQUIRE_REFERENCE=1: a reference test whose torch/transformers cannot be imported
 # FAILS here instead of skipping (tests/reference_libs.py); a bare `pytest` still skips it.
+# --durations: the 25 slowest tests, to keep the suite within its 15 minutes.
 test: install-dev
-	XLNET_TESTS_REQUIRE_REFERENCE=1 $(PYTHON) -m pytest -q -n 2 tests; rc=$$?; \
+	XLNET_TESTS_REQUIRE_REFERENCE=1 $(PYTHON) -m pytest -q -n 2 --durations=25 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; exit $$rc

@@ -121,6 +121,15 @@ def word_rows(tokenizer, sentence, seq_len):
           for a, b in (m.span() for m in re.finditer(r"\S+", sentence))]
 
 
+def scorable(tokenizer, sentence, seq_len):
+  """Whether word_rows can build the sentence's rows (no "_", every word fits seq_len)."""
+  try:
+    word_rows(tokenizer, sentence, seq_len)
+  except ValueError:
+    return False
+  return True
+
+
 def sentence_scores(objective, task, model, tokenizer, sentences, seq_len):
   """(pll [N], token ids [[...]] of each sentence): each sentence's pseudo-log-likelihood, the
   sum over its words of their tokens' log-probabilities given the rest of the sentence (the

@@ -283,6 +283,9 @@ class Diagnostics:
       return {}
     tokenizer = tokenization.Tokenizer(self.pipe.spm, lower=False)
     unigram = self.unigram_log_probs(tokenizer)
+    for split, (sentences, labels) in data.items():   # a word longer than a row: left out
+      keep = [cloze.scorable(tokenizer, s, self.p.seq_len) for s in sentences]
+      data[split] = ([s for s, k in zip(sentences, keep) if k], labels[np.array(keep, bool)])
     out = {}
     for name in [o for o in pipeline_lib.OBJECTIVES if o in self.p.arms]:
       task = self.task(name)

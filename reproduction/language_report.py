@@ -43,7 +43,8 @@ def aggregate(p, results):
   """{arm: {"mcc": stats, "accuracy": stats, "n_test": n}} over the test seeds' runs."""
   out = {}
   for arm in ARMS:
-    runs = [(results.get(f"accept-{arm}-s{s}") or {}).get("metrics") for s in p.seeds]
+    runs = [(results.get(f"accept-{arm}-s{s}") or {}).get("metrics")
+            for s in p.accept_seeds or p.seeds]
     runs = [m for m in runs if m and "mcc" in m and "accuracy" in m]
     if runs:
       out[arm] = {k: stats([m[k] for m in runs]) for k in METRICS}
@@ -88,6 +89,12 @@ def summary_line(acc):
           "test read once): " + "; ".join(parts) + ".")
 
 
+def _rate_words(grid):
+  if len(grid) == 1:
+    return f"learning rate {grid[0]:g}, fixed by the preset"
+  return f"learning rate chosen on dev by MCC from {{{', '.join(f'{g:g}' for g in grid)}}}"
+
+
 def section(acc, data, p):
   """Markdown lines of the report's acceptability section."""
   if not acc:
@@ -100,9 +107,10 @@ def section(acc, data, p):
            f"--task_name=cola`): train {sum((data['accept'].get('train') or {}).values())}, "
            f"dev {sum((data['accept'].get('dev') or {}).values())}, test {n} sentences "
            f"(labels {counts}). The train set is too small to learn English from; what "
-           "separates the arms is what pretraining taught. Same recipe as classification "
-           f"({p.accept_steps} steps, learning rate chosen on dev by MCC, seeds "
-           f"{', '.join(map(str, p.seeds))}); the test split has no labels in its file and "
+           "separates the arms is what pretraining taught. Classification's recipe "
+           f"({p.accept_steps} steps, {_rate_words(p.accept_lrs or p.cls_lrs)}, seeds "
+           f"{', '.join(map(str, p.accept_seeds or p.seeds))}); the test split has no labels "
+           "in its file and "
            "is scored once from each run's CoLA.tsv. Chance: MCC 0, accuracy 50%.", "",
            "| arm | MCC | accuracy | per seed (MCC) |", "|---|---|---|---|"]
   for arm, s in acc.items():

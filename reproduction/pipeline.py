@@ -228,7 +228,8 @@ class Pipeline:
         out.append(self._pretrain_stage("mpnet", mode="mlm"))
     for arm in p.arms:
       for task, grid, seeds, arms in (("classify", p.cls_lrs, p.seeds, p.arms),
-                                      ("accept", p.cls_lrs, p.seeds,
+                                      ("accept", p.accept_lrs or p.cls_lrs,
+                                       p.accept_seeds or p.seeds,
                                        p.arms if p.accept_train else ()),
                                       ("squad", p.qa_lrs, p.qa_seeds, p.squad_arms),
                                       ("race", p.qa_lrs, p.qa_seeds, p.race_arms)):
@@ -314,7 +315,8 @@ class Pipeline:
   def _finetune_stage(self, task, arm, seed, lr=None):
     """lr given: a dev run of the learning-rate grid; else a test run at the chosen rate."""
     p = self.p
-    grid = p.qa_lrs if task in ("squad", "race") else p.cls_lrs
+    grid = {"squad": p.qa_lrs, "race": p.qa_lrs, "accept": p.accept_lrs or p.cls_lrs}.get(
+        task, p.cls_lrs)
     split = "dev" if lr is not None else "test"
     argv, steps = self._task_flags(task, split)
     what = {"classify": "module classification", "accept": "acceptability (CoLA layout)",

@@ -182,6 +182,8 @@ def test_word_rows_blank_each_word_in_turn():
   assert [(r.start, r.end) for r in rows] == [(1, 2), (2, 3), (3, 4)]
   with pytest.raises(ValueError, match="cannot hold '_'"):
     cloze.word_rows(tok, "a _ b", seq_len=16)
+  assert cloze.scorable(tok, "a b c", 16) and not cloze.scorable(tok, "a _ b", 16)
+  assert not cloze.scorable(tok, "a b c", 3)           # a word and <sep> <sep> <cls>: 4 > 3
 
 
 @pytest.mark.parametrize("name", ["plm", "mlm", "mpnet"])
