@@ -24,7 +24,7 @@ line {"diagnostics": ...} with:
   test sentences with no fine-tuning: a sentence's pseudo-log-likelihood per token, or its SLOR
   (less the unigram log-probability), cut at a threshold; variant and threshold chosen on dev
   by MCC, test read once. What the language model itself knows of single sentences, beside
-  what 500 fine-tuning examples draw out of it.
+  what the acceptability fine-tuning draws out of it.
 """
 
 import json

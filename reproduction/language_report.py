@@ -231,9 +231,9 @@ def zero_shot_accept_verdicts(zs):
     steps = sorted(by_step, key=int)
     random, final = by_step[steps[0]]["test"], by_step[steps[-1]]["test"]
     se_r, se_f = _mcc_se(random["mcc"], random["n"]), _mcc_se(final["mcc"], final["n"])
-    diff, two_se, two_se_chance = final["mcc"] - random["mcc"], 2 * math.hypot(se_r, se_f), 2 * se_f
-    out[objective] = (random["mcc"], final["mcc"], diff, two_se, two_se_chance,
-                      diff > two_se and final["mcc"] > two_se_chance)
+    diff, two_se = final["mcc"] - random["mcc"], 2 * math.hypot(se_r, se_f)
+    out[objective] = (random["mcc"], final["mcc"], diff, two_se, 2 * se_f,
+                      diff > two_se and final["mcc"] > 2 * se_f)
   return out
 
 
