@@ -256,17 +256,21 @@ def finetune_vs_probe(diag, cls, n):
   """Bullets setting each arm's fine-tuned test accuracy against its last probe twice: on the
   summary token alone (what the classifier's head reads) and on summary + mean. A fine-tuned
   arm below the full probe but not below the summary probe has not lost information: the
-  rest is in the other tokens' states, which fine-tuning must first move into the summary."""
+  rest is in the other tokens' states, which fine-tuning must first move into the summary.
+  Noise of a difference: two standard errors, the test set's sampling of both (binomial) plus
+  the fine-tuning seeds' spread (std^2 / seeds)."""
   out = []
   for arm in ARMS:
     probe, ft = _final_probe(diag, arm), cls.get(arm)
     if not probe or not ft or "summary" not in probe or not n:
       continue
     tuned, both, alone = ft["mean"], probe["test"], probe["summary"]["test"]
-    band = noise((tuned + both) / 2, n)
+    spread = ft.get("std", 0.0) ** 2 / ft.get("n", 1)
+    band_of = lambda p: 2 * (tuned * (1 - tuned) / n + spread + p * (1 - p) / n) ** 0.5
+    band = band_of(both)
     if tuned >= both - band:
       why = "not below the probe"
-    elif tuned >= alone - noise((tuned + alone) / 2, n):
+    elif tuned >= alone - band_of(alone):
       why = ("below the probe on both, not below the probe on what its head reads: the "
              "missing accuracy is in the other tokens' states, which the fine-tuning's few steps "
              "did not route into the summary token, not information its path lost")

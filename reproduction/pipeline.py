@@ -10,21 +10,23 @@ Stages, in order (Pipeline.stages):
   pretrain-ARM            run_pretrain.py --objective=ARM, for the arms plm, mlm, mpnet
   pretrain-mpnet-mlm      MPNet's architecture on the mlm objective (with mpnet and mlm arms;
                           diagnostics only: separates architecture from objective)
+  diagnostics             python -m reproduction.diagnostics, once the pretraining runs are
+                          done (beside the fine-tuning runs): held-out loss per checkpoint,
+                          linear probes per arm and checkpoint, MPNet's loss per mode, the
+                          zero-shot cloze, minimal pairs and acceptability
   then for each arm (none = XLNet without pretraining, none-mpnet = MPNet without pretraining,
   plm, mlm, mpnet):
   TASK-ARM-lrLR           fine-tuning at each learning rate of the preset's grid, seed 0,
                           evaluated on the DEV split (only when the grid has several values)
   TASK-ARM-sSEED          fine-tuning at the learning rate that scored best on dev, evaluated
                           once on the TEST split; TASK = classify (run_classifier.py
-                          --task_name=dbpedia), squad (run_squad.py), race (run_race.py)
-  diagnostics             python -m reproduction.diagnostics: held-out loss per checkpoint,
-                          linear probes per arm and checkpoint, MPNet's loss per mode, the
-                          zero-shot cloze
+                          --task_name=dbpedia / cola), squad (run_squad.py), race
+                          (run_race.py)
   report                  report.md + plots (always rewritten)
 
-The pretraining and fine-tuning stages may run `jobs` at a time (quickstart --jobs; each after
-the stages it reads: a fine-tuning run after its arm's pretraining, a test run after its dev
-runs); the others are barriers. reproduction/scheduler.py runs them: a script stage's stdout
+The pretraining, diagnostics and fine-tuning stages may run `jobs` at a time (quickstart --jobs;
+each after the stages it reads: a fine-tuning run after its arm's pretraining, a test run after
+its dev runs, the diagnostics after every pretraining run); the others are barriers. reproduction/scheduler.py runs them: a script stage's stdout
 and stderr go to OUTPUT_DIR/logs/STAGE.log; when it succeeds, its parsed results go to
 OUTPUT_DIR/stages/STAGE.json (written atomically), and a rerun skips every stage that has that
 file. A failing stage stops the run with StageError: one line naming the stage and its log.
@@ -226,6 +228,14 @@ class Pipeline:
         out.append(self._pretrain_stage(arm))
       if arm == "mpnet" and "mlm" in p.arms:   # same objective as mlm, MPNet's architecture
         out.append(self._pretrain_stage("mpnet", mode="mlm"))
+    # the diagnostics read the pretraining runs only: they share the machine with the
+    # fine-tuning runs, first in line once the last pretraining run ends
+    out.append(Stage("diagnostics", "held-out losses, probes, zero-shot measures, MPNet's modes",
+                     p.overhead_s * 3 + 4 * p.pretrain_steps * p.pretrain_step_s,
+                     argv=["-m", "reproduction.diagnostics", f"--output_dir={self.out}",
+                           f"--preset={p.name}", f"--seed={self.seed}"],
+                     parse=parse_diagnostics, parallel=True,
+                     after=tuple(s.name for s in out if s.name.startswith("pretrain-"))))
     for arm in p.arms:
       for task, grid, seeds, arms in (("classify", p.cls_lrs, p.seeds, p.arms),
                                       ("accept", p.accept_lrs or p.cls_lrs,
@@ -238,10 +248,6 @@ class Pipeline:
         if len(grid) > 1:
           out += [self._finetune_stage(task, arm, 0, lr=lr) for lr in grid]
         out += [self._finetune_stage(task, arm, s) for s in seeds]
-    out.append(Stage("diagnostics", "held-out losses, linear probes, MPNet's modes",
-                     p.overhead_s * 3, argv=["-m", "reproduction.diagnostics",
-                                             f"--output_dir={self.out}", f"--preset={p.name}",
-                                             f"--seed={self.seed}"], parse=parse_diagnostics))
     return out
 
   def _pretrain_stage(self, objective, mode=None):

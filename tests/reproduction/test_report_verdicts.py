@@ -299,21 +299,26 @@ def test_fine_tuning_is_set_against_the_probe_on_what_its_head_reads():
   # the summary half of the probe's features is the first half of each row
   feats = {"train": np.arange(12.).reshape(2, 6)}
   assert diagnostics.summary_part(feats)["train"].tolist() == [[0, 1, 2], [6, 7, 8]]
-  # 491 test examples; 2 SE at p: 2 * sqrt(p (1 - p) / 491), worked by hand:
+  # 491 test examples; two SE of a difference: 2 * sqrt(a (1 - a) / 491 + std^2 / seeds +
+  # b (1 - b) / 491), worked by hand (std 0 unless given):
   # none:  0.50 against the full probe 0.40 -> not below it
-  # plm:   0.15 against 0.385 (2 SE at 0.2675: 0.040) -> below; against the summary probe 0.16
-  #        (2 SE at 0.155: 0.033) -> not below
-  # mlm:   0.15 against 0.385 -> below; against 0.34 (2 SE at 0.245: 0.039) -> below too
+  # plm:   0.15 against 0.385 (2 sqrt(.1275/491 + .236775/491) = 0.05449) -> below; against
+  #        the summary probe 0.16 (2 sqrt(.1275/491 + .1344/491) = 0.04620) -> not below
+  # mlm:   0.15 against 0.385 -> below; against 0.34 (0.05354) -> below too
+  # mpnet: 0.25, seeds' std 0.11 over 3, against 0.45: 2 sqrt(.1875/491 + .0121/3 +
+  #        .2475/491) = 0.14027 -> below; against the summary probe 0.34: 2 sqrt(.1875/491 +
+  #        .0121/3 + .2244/491) = 0.13960 -> not below (the seed spread is that wide)
   diag = {"probe": {arm: {"2000": {"test": both, "summary": {"test": alone}}}
                     for arm, both, alone in (("none", 0.40, 0.30), ("plm", 0.385, 0.16),
-                                             ("mlm", 0.385, 0.34))}}
-  cls = {"none": {"mean": 0.50}, "plm": {"mean": 0.15}, "mlm": {"mean": 0.15}}
+                                             ("mlm", 0.385, 0.34), ("mpnet", 0.45, 0.34))}}
+  cls = {"none": {"mean": 0.50}, "plm": {"mean": 0.15}, "mlm": {"mean": 0.15},
+         "mpnet": {"mean": 0.25, "std": 0.11, "n": 3}}
   lines = diagnosis_report.finetune_vs_probe(diag, cls, 491)
-  assert len(lines) == 3
-  none, plm, mlm = lines
+  assert len(lines) == 4
+  none, plm, mlm, mpnet = lines
   assert none.startswith("- none: fine-tuned 50.0; probe on the summary token alone 30.0, on "
                          "summary and mean 40.0") and none.endswith("not below the probe.")
   assert plm.startswith("- plm:") and "not information its path lost" in plm
-  assert "±4.0" in plm
+  assert "±5.4" in plm and "±14.0" in mpnet and "not information its path lost" in mpnet
   assert mlm.startswith("- mlm:") and mlm.endswith("fell short of what its own input holds.")
   assert diagnosis_report.finetune_vs_probe(diag, cls, None) == []
