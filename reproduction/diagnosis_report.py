@@ -370,7 +370,7 @@ def hf_check_text(check):
     return ("A second implementation can be set against this run: `python "
             "tools/mpnet_hf_curve.py --output_dir=OUTPUT_DIR --out=OUTPUT_DIR/mpnet_hf_curve.json`"
             " trains Hugging Face's MPNetForMaskedLM on exactly its batches from the same "
-            "weights (about 10 minutes on 2 cores); a rerun of the quickstart then quotes it here.")
+            "weights (about 20 minutes on 2 cores); a rerun of the quickstart then quotes it here.")
   held = check["heldout"]
   yardstick = check["null_minus_ours"]
   text = (f"Second implementation: Hugging Face's MPNetForMaskedLM trained on exactly this "
