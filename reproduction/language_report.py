@@ -44,7 +44,7 @@ def aggregate(p, results):
   out = {}
   for arm in ARMS:
     runs = [(results.get(f"accept-{arm}-s{s}") or {}).get("metrics")
-            for s in p.accept_seeds or p.seeds]
+            for s in p.accept_test_seeds]
     runs = [m for m in runs if m and "mcc" in m and "accuracy" in m]
     if runs:
       out[arm] = {k: stats([m[k] for m in runs]) for k in METRICS}
@@ -108,8 +108,8 @@ def section(acc, data, p):
            f"dev {sum((data['accept'].get('dev') or {}).values())}, test {n} sentences "
            f"(labels {counts}). The train set is too small to learn English from; what "
            "separates the arms is what pretraining taught. Classification's recipe "
-           f"({p.accept_steps} steps, {_rate_words(p.accept_lrs or p.cls_lrs)}, seeds "
-           f"{', '.join(map(str, p.accept_seeds or p.seeds))}); the test split has no labels "
+           f"({p.accept_steps} steps, {_rate_words(p.accept_grid)}, seeds "
+           f"{', '.join(map(str, p.accept_test_seeds))}); the test split has no labels "
            "in its file and "
            "is scored once from each run's CoLA.tsv. Chance: MCC 0, accuracy 50%.", "",
            "| arm | MCC | accuracy | per seed (MCC) |", "|---|---|---|---|"]

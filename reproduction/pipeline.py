@@ -26,7 +26,8 @@ Stages, in order (Pipeline.stages):
 
 The pretraining, diagnostics and fine-tuning stages may run `jobs` at a time (quickstart --jobs;
 each after the stages it reads: a fine-tuning run after its arm's pretraining, a test run after
-its dev runs, the diagnostics after every pretraining run); the others are barriers. reproduction/scheduler.py runs them: a script stage's stdout
+its dev runs, the diagnostics after every pretraining run); the others are barriers.
+reproduction/scheduler.py runs them: a script stage's stdout
 and stderr go to OUTPUT_DIR/logs/STAGE.log; when it succeeds, its parsed results go to
 OUTPUT_DIR/stages/STAGE.json (written atomically), and a rerun skips every stage that has that
 file. A failing stage stops the run with StageError: one line naming the stage and its log.
@@ -237,14 +238,11 @@ class Pipeline:
                      parse=parse_diagnostics, parallel=True,
                      after=tuple(s.name for s in out if s.name.startswith("pretrain-"))))
     for arm in p.arms:
-      for task, grid, seeds, arms in (("classify", p.cls_lrs, p.seeds, p.arms),
-                                      ("accept", p.accept_lrs or p.cls_lrs,
-                                       p.accept_seeds or p.seeds,
-                                       p.arms if p.accept_train else ()),
-                                      ("squad", p.qa_lrs, p.qa_seeds, p.squad_arms),
-                                      ("race", p.qa_lrs, p.qa_seeds, p.race_arms)):
+      for task, arms in (("classify", p.arms), ("accept", p.arms if p.accept_train else ()),
+                         ("squad", p.squad_arms), ("race", p.race_arms)):
         if arm not in arms:
           continue
+        grid, seeds = self.grid_and_seeds(task)
         if len(grid) > 1:
           out += [self._finetune_stage(task, arm, 0, lr=lr) for lr in grid]
         out += [self._finetune_stage(task, arm, s) for s in seeds]
@@ -318,11 +316,17 @@ class Pipeline:
             f"--max_seq_length={p.qa_seq_len}", f"--max_qa_length={p.qa_seq_len // 2}",
             f"--train_batch_size={max(1, p.qa_batch // 4)}", "--do_train", "--do_eval"], p.qa_steps
 
+  def grid_and_seeds(self, task):
+    """(learning-rate grid chosen from on dev, seeds of the test runs) of a fine-tuning task."""
+    p = self.p
+    return {"classify": (p.cls_lrs, p.seeds),
+            "accept": (p.accept_grid, p.accept_test_seeds),
+            "squad": (p.qa_lrs, p.qa_seeds), "race": (p.qa_lrs, p.qa_seeds)}[task]
+
   def _finetune_stage(self, task, arm, seed, lr=None):
     """lr given: a dev run of the learning-rate grid; else a test run at the chosen rate."""
     p = self.p
-    grid = {"squad": p.qa_lrs, "race": p.qa_lrs, "accept": p.accept_lrs or p.cls_lrs}.get(
-        task, p.cls_lrs)
+    grid, _ = self.grid_and_seeds(task)
     split = "dev" if lr is not None else "test"
     argv, steps = self._task_flags(task, split)
     what = {"classify": "module classification", "accept": "acceptability (CoLA layout)",

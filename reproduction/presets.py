@@ -79,6 +79,16 @@ class Preset:
   finetune_step_s: float = 0.1
 
   @property
+  def accept_grid(self):
+    """The acceptability runs' learning-rate grid (classification's unless set)."""
+    return self.accept_lrs or self.cls_lrs
+
+  @property
+  def accept_test_seeds(self):
+    """The acceptability test runs' seeds (classification's unless set)."""
+    return self.accept_seeds or self.seeds
+
+  @property
   def warmup(self):
     return max(1, self.pretrain_steps // 10)
 
