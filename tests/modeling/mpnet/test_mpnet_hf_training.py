@@ -2,7 +2,8 @@
 PretrainTask, the trainer's XLA step through training/stepper.py, the release's TF1 Adam with
 clipping and warmup) against Hugging Face's MPNetForMaskedLM trained step by step from the same
 weights on the same batches, with the update rule and the batch conversion of
-tools/mpnet_hf_curve.py (the tool that compares the quickstart's whole run): the same losses,
+tools/mpnet_hf_side.py (the HF side of tools/mpnet_hf_curve.py, which compares the
+quickstart's whole run): the same losses,
 gradient norms and final weights to float rounding.
 
 The records' rows here are padded unevenly with <pad> = 5 (fairseq's is 1, which HF MPNet
@@ -23,7 +24,7 @@ transformers = require("transformers")
 from modeling.mpnet.config import MPNetConfig  # noqa: E402
 from modeling.run_config import RunConfig  # noqa: E402
 from pretraining.task import PretrainConfig, PretrainTask  # noqa: E402
-from tools import mpnet_hf_curve as tool  # noqa: E402
+from tools import mpnet_hf_side as tool  # noqa: E402
 from training.stepper import Stepper  # noqa: E402
 
 STEPS, LENGTH, PREDICT, PAD = 6, 12, 3, 5
