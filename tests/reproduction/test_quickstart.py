@@ -161,7 +161,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
   stages = [s.name for s in pipeline_lib.Pipeline(PRESETS["tiny"], str(out)).stages()]
   for name in ("data", "tokenizer", "records", "records-valid", "configs", "pretrain-plm",
                "pretrain-mpnet", "classify-plm-lr0.001", "classify-plm-lr0.003",
-               "classify-plm-s0", "classify-mpnet-s0", "accept-plm-lr0.001", "accept-plm-s0",
+               "classify-plm-s0", "classify-mpnet-s0", "accept-plm-s0",
                "accept-mpnet-s0", "squad-plm-s0", "race-mpnet-s0", "diagnostics"):
     assert name in stages
   for k, name in enumerate(stages):
