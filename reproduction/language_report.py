@@ -266,7 +266,9 @@ def zero_shot_accept_lines(zs, acc=None):
     if beyond and objective in acc and BASELINE[objective] in acc and not verdict(
         acc, objective, BASELINE[objective])[2]:
       text += (" Fine-tuned, the same weights are not told apart from their random twin: "
-               "the model holds what the small train set does not draw out.")
+               "what the model knows shows in its word predictions, which the classifier "
+               "never reads (it reads the summary token), and the fine-tuning set does not "
+               "draw it out (README: a dev sweep of train size, steps, rates and heads).")
     lines.append(text)
   return lines + [""]
 

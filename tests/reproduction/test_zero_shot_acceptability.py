@@ -54,7 +54,8 @@ def test_zero_shot_verdicts_against_random_weights_and_chance():
                "n_test": 600} for arm, m in (("plm", 0.02), ("none", 0.0))}
   with_ft = language_report.zero_shot_accept_lines(zs, acc)
   assert [l for l in with_ft if l.startswith("- plm")][0].endswith(
-      "the model holds what the small train set does not draw out.")
+      "the fine-tuning set does not draw it out (README: a dev sweep of train size, steps, "
+      "rates and heads).")
   assert not any("draw out" in l for l in lines + with_ft if not l.startswith("- plm"))
   summary = language_report.zero_shot_accept_summary(zs)
   assert "plm +26.7 (±13.9; the pretrained model judges" in summary
