@@ -8,10 +8,36 @@ vectorisable integer ops. Each 32-bit hash decides two elements (its 16-bit
 halves against round(rate * 65536)), so the drop probability is within 8e-6 of
 `rate`; kept values are scaled by the exact inverse keep probability. Seeds come
 from a Keras SeedGenerator: seeded, checkpointed, identical under XLA and eagerly.
+
+Recomputation (modeling/recompute.py) runs a layer's forward twice, and a generator's
+`next()` is stateful: a second draw would give other masks. Inside `replayed_seeds` a Dropout
+draws instead from seeds given as tensors, exactly the values its generator's `next()` would
+have returned (its k-th draw: the state + [0, k]), and counts its draws, so that the caller
+advances the generator once by that count.
 """
+
+import contextlib
+import threading
 
 import keras
 import tensorflow as tf
+
+# The active `replayed_seeds` of this thread (MirroredStrategy traces each replica in a thread).
+_REPLAY = threading.local()
+
+
+@contextlib.contextmanager
+def replayed_seeds(bases):
+  """Dropouts draw from `bases` ({id(Dropout): int64 [2] generator state}) instead of their
+  generators; yields {id(Dropout): draws so far}. A Dropout not in `bases` that draws inside is
+  an error (its draw would be stateful, and a recomputation would draw again)."""
+  outer = getattr(_REPLAY, "active", None)
+  counts = {}
+  _REPLAY.active = (bases, counts)
+  try:
+    yield counts
+  finally:
+    _REPLAY.active = outer
 
 
 def hash32(x):
@@ -54,10 +80,25 @@ class Dropout(keras.layers.Layer):
     nothing is dropped. `call(x)` is `x * keep_mask(tf.shape(x), x.dtype)`."""
     if not training or not self.threshold:
       return None
-    bits = random_bits16(tf.reduce_prod(shape), self.seed_generator.next())
+    bits = random_bits16(tf.reduce_prod(shape), self.next_seed())
     scale = 65536.0 / (65536 - self.threshold)
     keep = tf.cast(bits >= self.threshold, dtype) * tf.cast(scale, dtype)
     return tf.reshape(keep, shape)
+
+  def next_seed(self):
+    """int64 [2]: the generator's `next()`, or inside `replayed_seeds` the same value taken
+    from the given state (the generator untouched)."""
+    active = getattr(_REPLAY, "active", None)
+    if active is None:
+      return self.seed_generator.next()
+    bases, counts = active
+    if id(self) not in bases:
+      raise RuntimeError(f"dropout {self.name!r} draws inside a recomputed call but was not "
+                         "given a seed (modeling/recompute.py: pass it in `dropouts`)")
+    k = counts.get(id(self), 0)
+    counts[id(self)] = k + 1
+    base = bases[id(self)]
+    return base + tf.constant([0, k], base.dtype)
 
   def get_config(self):
     config = super().get_config()

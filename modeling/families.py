@@ -19,7 +19,8 @@ A model says its family (`model.family`, a class attribute of each family's mode
 need no question about which family they hold.
 
 XLNet's models take the release's summary settings and a RunConfig (dropout, attention
-dropout, ...); MPNet's take their own config only (its dropout lives there, as in HF).
+dropout, ...); MPNet's take their own config (its dropout lives there, as in HF) and, of the
+RunConfig, only `recompute` (a constructor argument).
 Adding a family: one class here with these methods and one line in FAMILIES.
 """
 
@@ -89,19 +90,19 @@ class MPNet:
   @staticmethod
   def classifier(model_config, run_config, n_class, task_name, regression, summary_type,
                  use_proj):
-    del run_config, task_name, summary_type, use_proj   # <s> pooled; dropout in the config
-    return mpnet_models.MPNetClassifier(model_config, n_class=n_class, regression=regression)
+    del task_name, summary_type, use_proj   # <s> pooled; dropout in the config
+    return mpnet_models.MPNetClassifier(model_config, n_class=n_class, regression=regression,
+                                        recompute=_recompute(run_config))
 
   @staticmethod
   def race_model(model_config, run_config, summary_type, use_proj):
-    del run_config, summary_type, use_proj
-    return mpnet_models.MPNetRaceModel(model_config)
+    del summary_type, use_proj
+    return mpnet_models.MPNetRaceModel(model_config, recompute=_recompute(run_config))
 
   @staticmethod
   def squad_model(model_config, run_config, start_n_top, end_n_top):
-    del run_config
     return mpnet_models.MPNetSquadModel(model_config, start_n_top=start_n_top,
-                                        end_n_top=end_n_top)
+                                        end_n_top=end_n_top, recompute=_recompute(run_config))
 
   @staticmethod
   def encode_rows(encoder, input_ids, seg_ids, input_mask):
@@ -115,6 +116,11 @@ class MPNet:
   def initialize(model, path, log):
     """A Hugging Face MPNet directory fills the encoder; else a checkpoint (loading.py)."""
     loading.initialize_mpnet(model, path, log)
+
+
+def _recompute(run_config):
+  """RunConfig.recompute (False without a RunConfig, as XLNet's models default)."""
+  return bool(run_config is not None and run_config.recompute)
 
 
 FAMILIES = {family.name: family for family in (XLNet, MPNet)}

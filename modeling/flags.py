@@ -45,7 +45,17 @@ def define_model_flags(record_defaults=False):
   flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer of new weights.")
   flags.DEFINE_float("init_std", 0.02, "Standard deviation of the normal initializer.")
   flags.DEFINE_float("init_range", 0.1, "Half-width of the uniform initializer.")
-  flags.DEFINE_bool("use_bfloat16", False, "Mixed precision: bfloat16 compute, float32 weights.")
+  flags.DEFINE_bool("recompute", False, "Activation recomputation: each layer's activations "
+                    "are not kept for the backward pass but recomputed there (XLNet and MPNet, "
+                    "every task), trading one more forward pass per layer (about a third more "
+                    "compute per step) for the memory of the layers' intermediate tensors. Same "
+                    "dropout masks and gradients as without it.")
+  flags.DEFINE_bool("use_bfloat16", False, "Mixed precision: bfloat16 compute, float32 weights. "
+                    "For TPUs, and GPUs / CPUs with bf16 units (A100 and later, CPUs with AMX or "
+                    "AVX512-BF16); float32's range, no loss scaling.")
+  flags.DEFINE_bool("use_float16", False, "Mixed precision: float16 compute, float32 weights, "
+                    "dynamic loss scaling (steps whose gradients overflow are skipped and counted "
+                    "in the log). For GPUs without bf16 (T4, V100); excludes --use_bfloat16.")
 
 
 def define_model_type_flags():
@@ -85,4 +95,4 @@ def run_config_from_flags(flag_values=flags.FLAGS):
   return RunConfig(dropout=f.dropout, dropatt=f.dropatt, mem_len=f.mem_len,
                    reuse_len=f.reuse_len, bi_data=f.bi_data, clamp_len=f.clamp_len,
                    same_length=f.same_length, attn_type=f.attn_type, init=f.init,
-                   init_range=f.init_range, init_std=f.init_std)
+                   init_range=f.init_range, init_std=f.init_std, recompute=f.recompute)

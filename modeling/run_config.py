@@ -1,6 +1,7 @@
 """`RunConfig`: the settings of one run that do not change the weights' shapes (dropout, memory,
-attention type, init), shared by the model families (XLNet reads all of it; MPNet's task models
-keep their dropout in their own config, as Hugging Face does).
+attention type, init, recomputation), shared by the model families (XLNet reads all of it; MPNet's
+task models keep their dropout in their own config, as Hugging Face does, and take `recompute`
+from here as a constructor argument: modeling/families.py, pretraining/mpnet.py).
 """
 
 import dataclasses
@@ -27,6 +28,8 @@ class RunConfig:
     init: "normal" or "uniform" initializer for new weights.
     init_range: half-width of the uniform initializer.
     init_std: standard deviation of the normal initializer.
+    recompute: recompute each layer's activations in the backward pass instead of keeping
+      them (modeling/recompute.py): less memory, one more forward per layer; same gradients.
   """
   dropout: float = 0.1
   dropatt: float = 0.1
@@ -39,6 +42,7 @@ class RunConfig:
   init: str = "normal"
   init_range: float = 0.1
   init_std: float = 0.02
+  recompute: bool = False
 
   def __post_init__(self):
     if self.attn_type not in _ATTN_TYPES:

@@ -74,18 +74,23 @@ class SquadHead(keras.layers.Layer):
       cls_index: int [B] position of `<cls>`.
       start_positions: int [B] true starts (training), or None (inference).
     """
-    start_logits = masked_logits(self.start_dense(hidden)[..., 0], p_mask)
+    # float16 compute: logits, masks and softmaxes in float32 (float16's -6e4 mask and 10-bit
+    # log-probabilities; the loss and the beam read these). float32 / bfloat16: their own dtype.
+    dtype = tf.float32 if hidden.dtype == tf.float16 else hidden.dtype
+    start_logits = masked_logits(tf.cast(self.start_dense(hidden)[..., 0], dtype), p_mask)
     start_log_probs = tf.nn.log_softmax(start_logits, axis=-1)
     outputs = {}
     if start_positions is not None:
       start_features = tf.gather(hidden, start_positions, batch_dims=1)[:, None]
-      end_logits = masked_logits(self._end_logits(hidden, start_features)[:, 0], p_mask)
+      end_logits = masked_logits(
+          tf.cast(self._end_logits(hidden, start_features)[:, 0], dtype), p_mask)
       outputs.update(start_log_probs=start_log_probs,
                      end_log_probs=tf.nn.log_softmax(end_logits, axis=-1))
     else:
       start_top_log_probs, start_top_index = tf.math.top_k(start_log_probs, k=self.start_n_top)
       start_features = tf.gather(hidden, start_top_index, batch_dims=1)
-      end_logits = masked_logits(self._end_logits(hidden, start_features), p_mask[:, None])
+      end_logits = masked_logits(tf.cast(self._end_logits(hidden, start_features), dtype),
+                                 p_mask[:, None])
       end_log_probs = tf.nn.log_softmax(end_logits, axis=-1)
       end_top_log_probs, end_top_index = tf.math.top_k(end_log_probs, k=self.end_n_top)
       n = self.start_n_top * self.end_n_top
@@ -95,7 +100,7 @@ class SquadHead(keras.layers.Layer):
                      end_top_log_probs=tf.reshape(end_top_log_probs, [batch, n]),
                      end_top_index=tf.reshape(end_top_index, [batch, n]))
     # Answerability from the expected start feature and the <cls> feature.
-    start_p = tf.nn.softmax(start_logits, axis=-1)
+    start_p = tf.cast(tf.nn.softmax(start_logits, axis=-1), hidden.dtype)
     start_feature = tf.einsum("blD,bl->bD", hidden, start_p)
     cls_feature = tf.gather(hidden, cls_index, batch_dims=1)
     x = self.answer_dense_0(tf.concat([start_feature, cls_feature], axis=-1))

@@ -22,7 +22,8 @@ class MPNet(objective.Objective):
 
   def build_model(self, task):
     mpnet_hf.special_tokens(task.model_config)   # the end-of-run export's check, before training
-    return mpnet_pretrain.MPNetPretrainModel(task.model_config, mode=task.config.mpnet_mode)
+    return mpnet_pretrain.MPNetPretrainModel(task.model_config, mode=task.config.mpnet_mode,
+                                             recompute=task.run_config.recompute)
 
   def predict(self, task, model, batch, state, step, training=True):
     c = task.config

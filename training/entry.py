@@ -13,6 +13,7 @@ from absl import logging
 import keras
 
 from training import distribution
+from training import loss_scale
 from training import trainer as trainer_lib
 
 
@@ -32,11 +33,13 @@ def prologue(script, flag_values, required, actions=None, check=None):
      "SCRIPT: nothing to do: pass --a, --b or --c";
   3. `required` (flag names in the order checked; "model_dir" is MODEL_DIR): the first one
      not set exits with "SCRIPT: --NAME is required";
-  4. `check()`, the script's own flag checks (a ValueError exits with "SCRIPT: message");
+  4. --use_float16 and --use_bfloat16 not both; `check()`, the script's own flag checks (a
+     ValueError exits with "SCRIPT: message");
   5. the tf.distribute strategy of --distribution_strategy / --tpu, before any other
      TensorFlow op (a multi-worker strategy configures the collectives first); a ValueError
      exits with "SCRIPT: message";
-  6. the seed (--seed) of Keras, Python and numpy, and --use_bfloat16's dtype policy.
+  6. the seed (--seed) of Keras, Python and numpy, and --use_bfloat16's or --use_float16's
+     dtype policy (float16: the trainer then scales the loss, training/loss_scale.py).
 
   Returns (MODEL_DIR, strategy)."""
   f = flag_values
@@ -48,6 +51,8 @@ def prologue(script, flag_values, required, actions=None, check=None):
   for name in required:
     if not (model_dir if name == "model_dir" else getattr(f, name)):
       sys.exit(f"{script}: --{name} is required")
+  if f.use_bfloat16 and getattr(f, "use_float16", False):
+    sys.exit(f"{script}: --use_float16 and --use_bfloat16 exclude each other: pass one")
   try:
     if check is not None:
       check()
@@ -58,4 +63,6 @@ def prologue(script, flag_values, required, actions=None, check=None):
   keras.utils.set_random_seed(f.seed)
   if f.use_bfloat16:
     trainer_lib.use_bfloat16(f)
+  if getattr(f, "use_float16", False):
+    loss_scale.use_float16(f)
   return model_dir, strategy

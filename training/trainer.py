@@ -26,6 +26,7 @@ from modeling import checkpoint as ckpt_lib
 from modeling import ops
 from training import best as best_lib
 from training import distribution
+from training import loss_scale
 from training import optimization
 
 # How the train step is compiled (--xla):
@@ -143,7 +144,8 @@ class Trainer:
     with self.strategy.scope():
       self.model = self.task.build_model()
       self.model.ensure_built()
-      self.optimizer = self.task.build_optimizer(self.model)
+      # --use_float16: dynamic loss scaling around the task's optimizer (training/loss_scale.py)
+      self.optimizer = loss_scale.wrap(self.task.build_optimizer(self.model))
       self.optimizer.build(self.model.trainable_variables)
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
     replicas = self.strategy.num_replicas_in_sync
@@ -156,7 +158,7 @@ class Trainer:
       self.log(f"the carried state adds {size / 2**30:.1f} GiB to every checkpoint (pretraining: "
                "--nocheckpoint_memory leaves it out; a resume then starts from empty memory)")
     objects = dict(ckpt_lib.native_objects(self.model))
-    objects.update({f"optimizer.{i:04d}": v for i, v in enumerate(self.optimizer.variables)})
+    objects.update(loss_scale.checkpoint_objects(self.optimizer))   # + the loss scale's state
     # Dropout seed-generator states (not in model.weights): resume draws the same masks.
     weight_ids = {id(v) for v in self.model.weights}
     rng_states = [v for v in self.model.variables if id(v) not in weight_ids]
@@ -219,7 +221,9 @@ class Trainer:
   def _make_step(self):
     """one_step(batch, state, step) -> (loss, metrics, state): one training step of every
     replica on its per-replica batch (graph mode: call it inside a tf.function). metrics
-    hold the task's, the gradient norm before clipping and the learning rate of the step."""
+    hold the task's, the gradient norm before clipping (of the unscaled gradients) and the
+    learning rate of the step; under --use_float16 also whether it was skipped
+    (training/loss_scale.py)."""
     task, model, optimizer, strategy = self.task, self.model, self.optimizer, self.strategy
     single = (strategy.num_replicas_in_sync == 1
               and not isinstance(strategy, tf.distribute.TPUStrategy))
@@ -229,13 +233,13 @@ class Trainer:
         loss, metrics, new_state = task.loss(model, batch, state, step, training=True)
         scaled = optimizer.scale_loss(loss) if hasattr(optimizer, "scale_loss") else loss
       grads = optimization.dense_gradients(tape.gradient(scaled, model.trainable_variables))
-      metrics = dict(metrics, grad_norm=tf.linalg.global_norm(grads),
+      metrics = dict(metrics, grad_norm=loss_scale.gradient_norm(optimizer, grads),  # unscaled
                      learning_rate=tf.cast(optimizer.learning_rate, tf.float32))
       return loss, metrics, new_state, grads
 
     def full_step(batch, state, step):   # compute + update, one XLA cluster (one replica)
       loss, metrics, new_state, grads = compute(batch, state, step)
-      optimizer.apply_gradients(zip(grads, model.trainable_variables))
+      metrics = loss_scale.apply(optimizer, grads, model.trainable_variables, metrics)
       return loss, metrics, new_state
 
     if single:
@@ -245,7 +249,7 @@ class Trainer:
 
       def replica_fn(batch, state, step):
         loss, metrics, new_state, grads = compiled(batch, state, step)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        metrics = loss_scale.apply(optimizer, grads, model.trainable_variables, metrics)
         return loss, metrics, new_state
 
     def one_step(batch, state, step):
@@ -367,6 +371,7 @@ class Trainer:
       elapsed = time.time() - t
       metrics = dict(metrics)
       lr = float(metrics.pop("learning_rate"))    # the mean over the loop's steps
+      metrics = loss_scale.loop_metrics(self.optimizer, metrics, n)   # float16: skips, scale
       rate = self.task.tokens_per_step * n / max(elapsed, 1e-9)
       eta = (time.time() - t0) / done_since * (self.train_steps - step)
       history.append((step, loss))
@@ -376,7 +381,8 @@ class Trainer:
         tf.summary.scalar("tokens_per_second", rate)
         for k, v in metrics.items():
           tf.summary.scalar(k, float(v))
-      extra = " ".join(f"{k} {float(v):.3f}" for k, v in sorted(metrics.items()))
+      extra = " ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {float(v):.3f}"
+                       for k, v in sorted(metrics.items()))     # ints: loss-scale counts
       self.log(f"step {step}/{self.train_steps} loss {loss:.4f} {extra} lr {lr:.2e} "
                f"{elapsed / n:.2f}s/step {rate:,.0f} tokens/s ETA {eta:.0f}s")
       if step % self.save_every == 0 or step == self.train_steps:

@@ -10,6 +10,7 @@ Masks follow the project convention: input_mask 1 = padding (blocked).
 of modeling/checkpoint.native_objects) the encoder gave them before the class existed.
 """
 
+import functools
 import math
 
 import keras
@@ -19,6 +20,7 @@ from modeling import ops
 from modeling.mpnet.config import MPNetConfig
 from modeling import dropout as dropout_lib
 from modeling import initializers
+from modeling import recompute as recompute_lib
 
 
 def relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
@@ -153,12 +155,15 @@ class MPNetLayer(keras.layers.Layer):
 class MPNetEncoder(keras.layers.Layer):
   """MPNet's encoder: embeddings + LN, N post-LN layers, shared relative bias."""
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, recompute=False, **kwargs):
+    """recompute: each layer recomputed in the backward pass (RunConfig.recompute; not a
+    Hugging Face config key, so not in `config`)."""
     kwargs.setdefault("name", "mpnet")
     super().__init__(**kwargs)
     if isinstance(config, dict):
       config = MPNetConfig(**config)
     self.config = c = config
+    self.recompute = recompute
     init = initializers.independent(keras.initializers.TruncatedNormal(stddev=0.02))
     self.embedding_norm = keras.layers.LayerNormalization(epsilon=c.layer_norm_eps,
                                                           name="embeddings_LayerNorm")
@@ -223,18 +228,27 @@ class MPNetEncoder(keras.layers.Layer):
 
   def _run_layers(self, h, bias, blocked, training, g=None, bias_g=None, blocked_g=None):
     """The N layers over the content stream h [B, T, D] and, optionally, a query
-    stream g [B, c, D] that attends h's keys/values with its own bias and mask."""
+    stream g [B, c, D] that attends h's keys/values with its own bias and mask; each
+    recomputed in the backward pass with `recompute` in training (modeling/recompute.py)."""
     drop, attn_drop = self.dropout, self.attention_dropout
     scale = self.layers_[0].scale(self.compute_dtype) if self.layers_ else None
-    for layer in self.layers_:
+    recompute = recompute_lib.active(self.recompute, training)
+
+    def layer_step(layer, h, bias, g=None, bias_g=None):
       k, v = layer.keys_values(h)
       ctx = layer.attend(layer.queries(h), k, v, bias, blocked, attn_drop, training, scale)
       new_h = layer.post_attention(h, ctx, drop, training)
-      if g is not None:
-        ctx_g = layer.attend(layer.queries(g), k, v, bias_g, blocked_g, attn_drop, training,
-                             scale)
-        g = layer.post_attention(g, ctx_g, drop, training)
-      h = new_h
+      if g is None:
+        return new_h
+      ctx_g = layer.attend(layer.queries(g), k, v, bias_g, blocked_g, attn_drop, training, scale)
+      return new_h, layer.post_attention(g, ctx_g, drop, training)
+
+    for layer in self.layers_:
+      # bias and bias_g come from relative_attention_bias: passed in, so that they get gradients
+      args = [h, bias] + ([] if g is None else [g, bias_g])
+      out = recompute_lib.layer_call(functools.partial(layer_step, layer), args, layer,
+                                     [drop, attn_drop], recompute)
+      h, g = (out, None) if g is None else tuple(out)
     return h, g
 
   def two_stream(self, content_ids, content_pos, query_ids, query_pos, content_mask,
@@ -273,7 +287,7 @@ class MPNetEncoder(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(config=self.config.to_dict())
+    config.update(config=self.config.to_dict(), recompute=self.recompute)
     return config
 
 

@@ -32,10 +32,12 @@ class _MPNetModel(mpnet.ReferenceNames, keras.Model):
 
   family = "mpnet"   # modeling/families.py
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, recompute=False, **kwargs):
+    """recompute: RunConfig.recompute (each encoder layer recomputed in the backward pass)."""
     super().__init__(**kwargs)
     self.config = _config(config)
-    self.encoder = mpnet.MPNetEncoder(self.config)
+    self.recompute = recompute
+    self.encoder = mpnet.MPNetEncoder(self.config, recompute=recompute)
     self.initializer = initializers.independent(keras.initializers.TruncatedNormal(stddev=0.02))
     self.dropout = dropout_lib.Dropout(self.config.hidden_dropout_prob)
 
@@ -70,7 +72,7 @@ class _MPNetModel(mpnet.ReferenceNames, keras.Model):
     return {}
 
   def get_config(self):
-    return {"config": self.config.to_dict(), "name": self.name}
+    return {"config": self.config.to_dict(), "recompute": self.recompute, "name": self.name}
 
 
 class MPNetClassifier(_MPNetModel):

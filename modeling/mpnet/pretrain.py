@@ -119,10 +119,10 @@ class MPNetPretrainModel(mpnet.ReferenceNames, keras.Model):
   family = "mpnet"   # modeling/families.py
   hf_architecture = "MPNetForMaskedLM"
 
-  def __init__(self, config, mode="mpnet", **kwargs):
+  def __init__(self, config, mode="mpnet", recompute=False, **kwargs):
     super().__init__(**kwargs)
     self.config, self.mode = config, mode
-    self.encoder = mpnet.MPNetEncoder(config)
+    self.encoder = mpnet.MPNetEncoder(config, recompute=recompute)   # RunConfig.recompute
     self.lm_head = MPNetLMHead(config)
 
   def ensure_built(self):

@@ -11,6 +11,7 @@ from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
 from modeling.xlnet.block import XLNetBlock
 from modeling import dropout as dropout_lib
+from modeling import recompute as recompute_lib
 
 
 class XLNetEncoder(keras.layers.Layer):
@@ -116,10 +117,11 @@ class XLNetEncoder(keras.layers.Layer):
         biases = (self.r_w_bias[i], self.r_r_bias[i], self.r_s_bias[i])
       else:
         biases = (self.r_w_bias, self.r_r_bias, self.r_s_bias)
-      h, g = block(h, pos_emb, *biases, self.seg_embed[i], seg_diff=seg_diff,
-                   content_mask=content_mask, mems=mem_i, g=g, query_mask=query_mask,
-                   query_seg_diff=query_seg_diff, target_pos=positions,
-                   target_valid=valid, training=training)
+      h, g = run_block(block, h, g, mem_i, pos_emb, biases, self.seg_embed[i],
+                       dict(seg_diff=seg_diff, content_mask=content_mask,
+                            query_mask=query_mask, query_seg_diff=query_seg_diff,
+                            target_pos=positions, target_valid=valid, training=training),
+                       recompute_lib.active(r.recompute, training))
 
     outputs = {"content_output": self.output_dropout(h, training=training)}
     if g is not None:
@@ -136,3 +138,26 @@ class XLNetEncoder(keras.layers.Layer):
     config = super().get_config()
     config.update(config=self.config.to_dict(), run_config=self.run_config.to_dict())
     return config
+
+
+def run_block(block, h, g, mems, pos_emb, biases, seg_embed, kwargs, recompute):
+  """One XLNetBlock on both streams, recomputed in the backward pass when `recompute`.
+
+  h [B, L, D], g [B, P, D] or None, mems [B, M, D] or None, pos_emb [1 or 2, R, D], biases
+  three [H, d], seg_embed [2, H, d]: the tensors gradients flow through (passed in, see
+  modeling/recompute.py); kwargs: the block's other arguments (masks, target positions,
+  training), which need none. Returns (h [B, L, D], g [B, P, D] or None).
+  """
+  has_g, has_mems = g is not None, mems is not None
+
+  def forward(h, pos_emb, r_w_bias, r_r_bias, r_s_bias, seg_embed, *rest):
+    rest = list(rest)
+    g = rest.pop(0) if has_g else None
+    mems = rest.pop(0) if has_mems else None
+    h, g = block(h, pos_emb, r_w_bias, r_r_bias, r_s_bias, seg_embed, mems=mems, g=g, **kwargs)
+    return (h, g) if has_g else h
+
+  args = [h, pos_emb, *biases, seg_embed] + ([g] if has_g else []) + ([mems] if has_mems else [])
+  dropouts = recompute_lib.dropouts_of(block) if recompute else []
+  out = recompute_lib.layer_call(forward, args, block, dropouts, recompute)
+  return tuple(out) if has_g else (out, None)
