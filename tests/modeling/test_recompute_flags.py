@@ -99,10 +99,13 @@ from tests import pretrain_helpers as ph      # run from the repository root (cw
 vocab, records, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 result = {}
 for recompute in (False, True):
-  task = ph.tiny_task(records, vocab, cores=2, dropout=0.1, train_steps=6)
+  task = ph.tiny_task(records, vocab, cores=2, dropout=0.1, train_steps=4)
   task.run_config = dataclasses.replace(task.run_config, recompute=recompute)
   strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-  trainer, losses = ph.train(task, f"{out}/{recompute}", strategy, steps_per_loop=3, save_every=6)
+  # --xla=off: the strategy is what this test adds (XLA: tests/modeling/test_recompute.py);
+  # two XLA-compiled replica steps made it the suite's slowest test but one (177 s)
+  trainer, losses = ph.train(task, f"{out}/{recompute}", strategy, steps_per_loop=2, save_every=4,
+                             xla="off")
   assert trainer.model.encoder.run_config.recompute is recompute
   result[str(recompute)] = {"losses": losses.tolist(),
                             "weights": [v.numpy().tolist() for v in trainer.model.variables]}
@@ -110,10 +113,10 @@ print(json.dumps(result))
 """
 
 
-@pytest.mark.slow   # ~4 minutes on 2 cores: two compiled two-replica runs (pyproject.toml)
+@pytest.mark.slow   # a subprocess: two two-replica runs (pyproject.toml)
 def test_mirrored_two_devices_same_training_with_recompute(tmp_path, setup):
   """A MirroredStrategy over two logical CPUs (a subprocess: devices are set before TensorFlow
-  starts) through the trainer: 6 pretraining steps with dropout give the same losses, weights
+  starts) through the trainer: 4 pretraining steps with dropout give the same losses, weights
   and dropout generator states with recompute as without."""
   records = ph.make_records(setup["text"], setup["sp"], tmp_path / "records", cores=2)
   result = subprocess.run(
