@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -96,8 +97,19 @@ def _rows(batch, seq, vocab, rng):
           "label": np.arange(batch, dtype=np.int32) % 2}
 
 
+def plan_written(dump_dir):
+  """True once XLA has dumped the training step's buffer assignment (its total line)."""
+  import glob
+  for name in glob.glob(os.path.join(dump_dir, "*full_step*-buffer-assignment.txt")):
+    with open(name, encoding="utf-8", errors="replace") as f:
+      if "Total bytes used:" in f.read():
+        return True
+  return False
+
+
 def child(size, seq, batch, precision, recompute, dump_dir):
-  """One measurement (this process): the JSON result line."""
+  """One measurement (this process): the JSON result line. Prints "PARAMS n" before the
+  first step, so a parent that only wants the plan can stop it once the plan is dumped."""
   import keras
   import numpy as np
   import tensorflow as tf
@@ -112,6 +124,7 @@ def child(size, seq, batch, precision, recompute, dump_dir):
                         RunConfig(dropout=0.1, dropatt=0.1, recompute=recompute))
   stepper = Stepper(task)
   params = int(sum(np.prod(v.shape) for v in stepper.model.trainable_variables))
+  print(f"PARAMS {params}", flush=True)
   rows = _rows(batch, seq, SIZES[size]["n_token"], np.random.default_rng(0))
   t = time.perf_counter()
   stepper.step(rows)                       # compilation (the plan is dumped), Adam's slots
@@ -126,28 +139,56 @@ def child(size, seq, batch, precision, recompute, dump_dir):
   result = {"size": size, "seq": seq, "batch": batch, "precision": precision,
             "recompute": recompute, "params": params, "step_gib": total / GIB,
             "temp_gib": temp / GIB, "step_seconds": step_s, "compile_seconds": compile_s,
-            "loss": out["loss"]}
+            "loss": out["loss"],
+            # the process's own peak (Python, TensorFlow, the model, two steps): a cross-check
+            # that the plan's total is what the step holds, not a device figure
+            "rss_peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB}
   if gpu:
     result["gpu_peak_gib"] = tf.config.experimental.get_memory_info("GPU:0")["peak"] / GIB
   return result
 
 
-def run_child(size, seq, batch, precision, recompute):
+def run_child(size, seq, batch, precision, recompute, run_steps=True, max_run_gib=None):
+  """One configuration in a child process. The child is stopped as soon as XLA has planned
+  the step (compilation) unless run_steps and the plan's total is within max_run_gib: the
+  plan is all the memory figure needs, and a bfloat16 / float16 step on a CPU without those
+  units, or a step near this machine's memory, would only cost time (step_seconds None)."""
   dump_dir = tempfile.mkdtemp(prefix="xla_plan_")
   cmd = [sys.executable, "-m", "bench.memory", "--child", f"{size},{seq},{batch},{precision},"
          f"{int(recompute)},{dump_dir}"]
   flags = f"--xla_dump_to={dump_dir} --xla_dump_hlo_module_re=.*full_step.*"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
              XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip())
+  config = {"size": size, "seq": seq, "batch": batch, "precision": precision,
+            "recompute": recompute}
   try:
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+      t = time.perf_counter()
+      proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=ROOT, env=env)
+      stopped = decided = False
+      while proc.poll() is None:
+        time.sleep(0.5)
+        if not decided and plan_written(dump_dir):
+          decided = True
+          too_big = max_run_gib is not None and xla_plan(dump_dir)[0] / GIB > max_run_gib
+          if not run_steps or too_big:
+            proc.kill()
+            stopped = True
+            proc.wait()
+      seconds = time.perf_counter() - t
+      out.seek(0)
+      err.seek(0)
+      stdout, stderr = out.read(), err.read()
+      if stopped:
+        params = [l for l in stdout.splitlines() if l.startswith("PARAMS ")]
+        total, temp = xla_plan(dump_dir)
+        return dict(config, params=int(params[-1].split()[1]), step_gib=total / GIB,
+                    temp_gib=temp / GIB, step_seconds=None, compile_seconds=seconds)
   finally:
     shutil.rmtree(dump_dir, ignore_errors=True)
-  lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
-  if out.returncode or not lines:
-    return {"size": size, "seq": seq, "batch": batch, "precision": precision,
-            "recompute": recompute,
-            "error": (out.stderr.strip().splitlines() or ["failed"])[-1][:300]}
+  lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+  if proc.returncode or not lines:
+    return dict(config, error=(stderr.strip().splitlines() or ["failed"])[-1][:300])
   return json.loads(lines[-1][7:])
 
 
@@ -200,6 +241,14 @@ def main():
   parser.add_argument("--precisions", default="float32,bfloat16,float16",
                       help=f"Comma list of {', '.join(POLICIES)}.")
   parser.add_argument("--recompute", default="off,on", help="Comma list of off, on.")
+  parser.add_argument("--run_steps", default="float32",
+                      help="Comma list of precisions whose steps are also run and timed "
+                      "(two steps; the plan alone is read for the others: on a CPU without "
+                      "bfloat16 / float16 units those steps are slow and add nothing to the "
+                      "memory figure). Empty: plans only.")
+  parser.add_argument("--max_run_gib", type=float, default=12.0,
+                      help="Run a step only when its plan needs at most this many GiB "
+                      "(half of this 24 GiB machine by default); larger ones are planned only.")
   parser.add_argument("--out", help="JSON file for every measurement, the fits and the table.")
   parser.add_argument("--child", help=argparse.SUPPRESS)
   args = parser.parse_args()
@@ -221,13 +270,18 @@ def main():
           for batch in split(args.batches)]
   rows, start = [], time.time()
   for k, config in enumerate(grid):
-    row = run_child(*config)
+    row = run_child(*config, run_steps=config[3] in split(args.run_steps),
+                    max_run_gib=args.max_run_gib)
     rows.append(row)
     done = time.time() - start
-    print(f"[{k + 1}/{len(grid)}] {config}: " + (row["error"] if "error" in row else
-          f"step {row['step_gib']:.2f} GiB (temporaries {row['temp_gib']:.2f}), "
-          f"{row['step_seconds']:.1f} s/step") + f" (ETA {done / (k + 1) * (len(grid) - k - 1):.0f}"
-          " s)", flush=True)
+    if "error" in row:
+      what = row["error"]
+    else:
+      what = f"step {row['step_gib']:.2f} GiB (temporaries {row['temp_gib']:.2f}), " + (
+          f"{row['step_seconds']:.1f} s/step" if row["step_seconds"] is not None
+          else f"planned only in {row['compile_seconds']:.0f} s")
+    eta = done / (k + 1) * (len(grid) - k - 1)
+    print(f"[{k + 1}/{len(grid)}] {config}: {what} (ETA {eta:.0f} s)", flush=True)
   fits = fit(rows)
   text = table(fits)
   print(text)
