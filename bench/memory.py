@@ -1,11 +1,15 @@
-"""Peak memory of one fine-tuning step (issue #34): XLNet-Base and XLNet-Large, sequence
+"""Peak memory of one training step (issue #34): XLNet-Base and XLNet-Large, sequence
 length 128 and 512, batch 1..N, float32 / bfloat16 / float16, with and without --recompute;
 from it the largest batch that fits a 16 GB GPU, next to the release's table.
 
 What one measurement is. Each configuration runs in a process of its own. It builds the
-XLNet classifier and the release's Adam through training/stepper.Stepper (the trainer's own
-step, compiled with XLA as run_classifier.py trains: forward, backward, clipping and the Adam
-update in one computation), on rows of random tokens with uneven left padding, and runs steps.
+task's model and optimizer through training/stepper.Stepper (the trainer's own step,
+compiled with XLA as the entry scripts train: forward, backward, clipping and the update in
+one computation): the XLNet classifier with the release's Adam on rows of random tokens with
+uneven left padding (--tasks=classifier, the release's fine-tuning table), or XLNet's PLM
+pretraining with memory carried from step to step (--tasks=pretrain). The child is stopped
+once XLA has planned the step, unless its precision is in --run_steps and the plan is within
+--max_run_gib: then two steps run and the second is timed.
 XLA plans the memory of a compiled computation ahead of running it (buffer assignment): every
 buffer the step reads, writes or keeps alive (weights, Adam's slots, the batch, gradients,
 the activations kept for the backward pass, every temporary) gets an offset in one plan, and
@@ -28,10 +32,11 @@ fusion decisions (a few temporaries), cuBLAS / cuDNN workspaces and the CUDA con
 (together CONTEXT_GB below), and the CPU's float normalisation, which may compute some
 bfloat16 / float16 operations in float32 (so the low-precision rows are an upper bound).
 
-Device estimate: the step's total, fitted as a + b * batch over the measured batches; the
-largest batch with a + b * batch <= 16 GB - CONTEXT_GB.
+Device estimate: the step's total, taken as a + b * batch through the two largest batches
+measured; the largest batch with a + b * batch <= 16 GB - CONTEXT_GB ("*" in the table:
+beyond the batches measured). A rerun with the same --out resumes: measured rows are kept.
 
-  python bench/memory.py --out=bench/memory.json                  # the whole grid (hours)
+  python bench/memory.py --out=/tmp/memory.json                   # the whole grid (hours)
   python bench/memory.py --sizes=base --seq=128 --batches=1,2     # one corner
 """
 
@@ -46,12 +51,15 @@ import sys
 import tempfile
 import time
 
+from data_utils import fileio
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {   # the release's configs (xlnet_config.json of the released checkpoints)
     "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072, n_token=32000),
     "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096, n_token=32000),
     "tiny": dict(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64, n_token=1000),
 }
+TASKS = ("classifier", "pretrain")
 POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 # The release's README ("Memory Issue with GPUs"): the largest fine-tuning batch on one 16 GB
 # GPU, TensorFlow 1.13, float32: {(size, seq_len): batch}.
@@ -107,25 +115,67 @@ def plan_written(dump_dir):
   return False
 
 
-def child(size, seq, batch, precision, recompute, dump_dir):
+def _pretrain_rows(batch, seq, num_predict, vocab, rng):
+  """PLM pretraining rows (data_utils/pipeline.expand's features): random tokens, a random
+  visibility mask and num_predict one-hot target rows per example. Only shapes matter to the
+  plan; the values keep the loss finite when the step runs."""
+  import numpy as np
+  ids = rng.integers(9, vocab, [batch, seq]).astype(np.int32)
+  seg = np.zeros([batch, seq], np.int32)
+  seg[:, seq // 2:] = 1
+  seg[:, -1] = 2
+  positions = np.argsort(rng.random([batch, seq]), axis=1)[:, :num_predict]
+  mapping = np.zeros([batch, num_predict, seq], np.float32)
+  np.put_along_axis(mapping, positions[:, :, None], 1.0, axis=2)
+  is_target = mapping.sum(1)
+  perm_mask = (rng.random([batch, seq, seq]) < 0.5).astype(np.float32) * is_target[:, None, :]
+  return {"input_ids": ids, "seg_ids": seg, "input_mask": np.zeros([batch, seq], np.float32),
+          "perm_mask": perm_mask, "target_mapping": mapping,
+          "target": np.take_along_axis(ids, positions, 1),
+          "target_mask": np.ones([batch, num_predict], np.float32),
+          "input_k": np.ones([batch, seq], np.float32), "input_q": is_target,
+          "label": np.zeros([batch], np.int32)}
+
+
+def _task(kind, size, seq, batch, recompute):
+  """The trainer task of one measurement: the classifier (the release's fine-tuning table)
+  or XLNet's PLM pretraining with memory carried (the release's ratios: reuse_len seq / 2,
+  mem_len 3 seq / 4, num_predict seq / 6: 256 / 384 / 85 at 512), and rows for it."""
+  import numpy as np
+  from modeling.run_config import RunConfig
+  from modeling.xlnet.config import XLNetConfig
+  rng = np.random.default_rng(0)
+  model_config = XLNetConfig(**SIZES[size])
+  if kind == "classifier":
+    from finetuning.classifier_task import ClassifierConfig, ClassifierTask
+    config = ClassifierConfig(task_name="sst-2", learning_rate=2e-5, train_steps=10,
+                              warmup_steps=0, train_batch_size=batch, max_seq_length=seq)
+    return (ClassifierTask(config, model_config,
+                           RunConfig(dropout=0.1, dropatt=0.1, recompute=recompute)),
+            _rows(batch, seq, model_config.n_token, rng))
+  from pretraining.task import PretrainConfig, PretrainTask
+  reuse, mem, predict = seq // 2, 3 * seq // 4, round(seq / 6)
+  config = PretrainConfig(seq_len=seq, reuse_len=reuse, num_predict=predict,
+                          bsz_per_host=batch, bi_data=False, learning_rate=1e-4,
+                          train_steps=10, warmup_steps=0)
+  run_config = RunConfig(dropout=0.1, dropatt=0.1, recompute=recompute, mem_len=mem,
+                         reuse_len=reuse)
+  return (PretrainTask(config, model_config, run_config),
+          _pretrain_rows(batch, seq, predict, model_config.n_token, rng))
+
+
+def child(kind, size, seq, batch, precision, recompute, dump_dir):
   """One measurement (this process): the JSON result line. Prints "PARAMS n" before the
   first step, so a parent that only wants the plan can stop it once the plan is dumped."""
   import keras
   import numpy as np
   import tensorflow as tf
   keras.config.set_dtype_policy(POLICIES[precision])
-  from finetuning.classifier_task import ClassifierConfig, ClassifierTask
-  from modeling.run_config import RunConfig
-  from modeling.xlnet.config import XLNetConfig
   from training.stepper import Stepper
-  config = ClassifierConfig(task_name="sst-2", learning_rate=2e-5, train_steps=10,
-                            warmup_steps=0, train_batch_size=batch, max_seq_length=seq)
-  task = ClassifierTask(config, XLNetConfig(**SIZES[size]),
-                        RunConfig(dropout=0.1, dropatt=0.1, recompute=recompute))
+  task, rows = _task(kind, size, seq, batch, recompute)
   stepper = Stepper(task)
   params = int(sum(np.prod(v.shape) for v in stepper.model.trainable_variables))
   print(f"PARAMS {params}", flush=True)
-  rows = _rows(batch, seq, SIZES[size]["n_token"], np.random.default_rng(0))
   t = time.perf_counter()
   stepper.step(rows)                       # compilation (the plan is dumped), Adam's slots
   compile_s = time.perf_counter() - t
@@ -136,7 +186,7 @@ def child(size, seq, batch, precision, recompute, dump_dir):
   out = stepper.step(rows)
   step_s = time.perf_counter() - t
   total, temp = xla_plan(dump_dir)
-  result = {"size": size, "seq": seq, "batch": batch, "precision": precision,
+  result = {"task": kind, "size": size, "seq": seq, "batch": batch, "precision": precision,
             "recompute": recompute, "params": params, "step_gib": total / GIB,
             "temp_gib": temp / GIB, "step_seconds": step_s, "compile_seconds": compile_s,
             "loss": out["loss"],
@@ -148,18 +198,18 @@ def child(size, seq, batch, precision, recompute, dump_dir):
   return result
 
 
-def run_child(size, seq, batch, precision, recompute, run_steps=True, max_run_gib=None):
+def run_child(kind, size, seq, batch, precision, recompute, run_steps=True, max_run_gib=None):
   """One configuration in a child process. The child is stopped as soon as XLA has planned
   the step (compilation) unless run_steps and the plan's total is within max_run_gib: the
   plan is all the memory figure needs, and a bfloat16 / float16 step on a CPU without those
   units, or a step near this machine's memory, would only cost time (step_seconds None)."""
   dump_dir = tempfile.mkdtemp(prefix="xla_plan_")
-  cmd = [sys.executable, "-m", "bench.memory", "--child", f"{size},{seq},{batch},{precision},"
-         f"{int(recompute)},{dump_dir}"]
+  cmd = [sys.executable, "-m", "bench.memory", "--child",
+         f"{kind},{size},{seq},{batch},{precision},{int(recompute)},{dump_dir}"]
   flags = f"--xla_dump_to={dump_dir} --xla_dump_hlo_module_re=.*full_step.*"
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
              XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip())
-  config = {"size": size, "seq": seq, "batch": batch, "precision": precision,
+  config = {"task": kind, "size": size, "seq": seq, "batch": batch, "precision": precision,
             "recompute": recompute}
   try:
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -193,40 +243,67 @@ def run_child(size, seq, batch, precision, recompute, run_steps=True, max_run_gi
 
 
 def fit(rows):
-  """{(size, seq, precision, recompute): {"a_gib", "b_gib", "params", "max_batch"}} from the
-  measured rows: the step's memory a + b * batch (least squares; one batch: a = 0), and the
-  largest batch with a + b * batch within DEVICE_GB - CONTEXT_GB."""
-  import numpy as np
+  """{(task, size, seq, precision, recompute): {"a_gib", "b_gib", "params", "max_batch",
+  "measured_up_to"}} from the measured rows. The step's memory is taken as a + b * batch
+  through the two largest batches measured (the per-example cost where the limit is; at small
+  batches a fixed peak, e.g. the gradients', can hide the slope; one batch: a = 0), and the
+  largest batch is the largest with a + b * batch within DEVICE_GB - CONTEXT_GB."""
   groups = {}
   for r in rows:
     if "error" not in r:
-      groups.setdefault((r["size"], r["seq"], r["precision"], r["recompute"]), []).append(r)
+      key = (r.get("task", "classifier"), r["size"], r["seq"], r["precision"], r["recompute"])
+      groups.setdefault(key, {})[r["batch"]] = r
   out = {}
-  for key, rs in groups.items():
-    x = np.array([r["batch"] for r in rs], float)
-    y = np.array([r["step_gib"] for r in rs], float)
-    if len(set(x)) >= 2:
-      b, a = np.polyfit(x, y, 1)
+  for key, by_batch in groups.items():
+    batches = sorted(by_batch)
+    if len(batches) >= 2:
+      (x0, x1) = batches[-2:]
+      y0, y1 = by_batch[x0]["step_gib"], by_batch[x1]["step_gib"]
+      b = (y1 - y0) / (x1 - x0)
+      a = y1 - b * x1
     else:
-      a, b = 0.0, float(y[0] / x[0])
+      a, b = 0.0, by_batch[batches[0]]["step_gib"] / batches[0]
     room = DEVICE_GB * 1e9 / GIB - CONTEXT_GB - a
-    out[key] = {"a_gib": float(a), "b_gib": float(b), "params": rs[0]["params"],
+    out[key] = {"a_gib": float(a), "b_gib": float(b), "params": by_batch[batches[0]]["params"],
+                "measured_up_to": batches[-1],
                 # None: the step's memory does not grow with the batch (below the noise)
-                "max_batch": (int(room // b) if room > 0 else 0) if b > 0 else None}
+                "max_batch": (int(room // b) if room > 0 else 0) if b > 1e-3 else None}
   return out
 
 
+def _columns():
+  return [(p, rc) for p in POLICIES for rc in (False, True)]
+
+
 def table(fits):
-  """Markdown: one row per (size, seq), the largest batch per precision and recompute."""
-  lines = ["| model, seq | release (fp32) | " + " | ".join(
-      f"{p}{' + recompute' if rc else ''}" for p in POLICIES for rc in (False, True)) + " |",
-      "|---" * (2 + 2 * len(POLICIES)) + "|"]
-  for size, seq in sorted({(k[0], k[1]) for k in fits}):
-    found = [fits.get((size, seq, p, rc), {}).get("max_batch") for p in POLICIES
-             for rc in (False, True)]
-    cells = ["-" if n is None else str(n) for n in found]
-    lines.append(f"| {size}, {seq} | {RELEASE.get((size, seq), '-')} | " + " | ".join(cells)
-                 + " |")
+  """Markdown: one row per (task, size, seq), the largest batch in 16 GB per precision and
+  recompute; "*": beyond the largest batch measured (extrapolated along the fit)."""
+  lines = ["| task, model, seq | release (fp32) | " + " | ".join(
+      f"{p}{' + recompute' if rc else ''}" for p, rc in _columns()) + " |",
+      "|---" * (2 + len(_columns())) + "|"]
+  for kind, size, seq in sorted({k[:3] for k in fits}):
+    cells = []
+    for p, rc in _columns():
+      f = fits.get((kind, size, seq, p, rc))
+      n = None if f is None else f["max_batch"]
+      cells.append("-" if n is None else f"{n}{'*' if n > f['measured_up_to'] else ''}")
+    release = RELEASE.get((size, seq), "-") if kind == "classifier" else "-"
+    lines.append(f"| {kind}, {size}, {seq} | {release} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def cost_table(fits):
+  """Markdown: what each flag contributes, the fixed GiB (a) and GiB per example (b) of the
+  fit, per (task, size, seq) and precision / recompute."""
+  lines = ["| task, model, seq | " + " | ".join(
+      f"{p}{' + rc' if rc else ''}" for p, rc in _columns()) + " |",
+      "|---" * (1 + len(_columns())) + "|"]
+  for kind, size, seq in sorted({k[:3] for k in fits}):
+    cells = []
+    for p, rc in _columns():
+      f = fits.get((kind, size, seq, p, rc))
+      cells.append("-" if f is None else f"{f['a_gib']:.2f} + {f['b_gib']:.3f}/ex")
+    lines.append(f"| {kind}, {size}, {seq} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 
 
@@ -234,6 +311,9 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "),
                                    formatter_class=argparse.RawDescriptionHelpFormatter,
                                    epilog=__doc__.split("\n\n", 1)[1])
+  parser.add_argument("--tasks", default="classifier",
+                      help="Comma list of classifier (fine-tuning, the release's table) and "
+                      "pretrain (XLNet PLM with memory carried).")
   parser.add_argument("--sizes", default="base,large", help="Comma list of base, large, tiny.")
   parser.add_argument("--seq", default="128,512", help="Comma list of sequence lengths.")
   parser.add_argument("--batches", default="1,2", help="Comma list of batch sizes measured "
@@ -253,24 +333,30 @@ def main():
   parser.add_argument("--child", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
-    size, seq, batch, precision, recompute, dump_dir = args.child.split(",")
-    print("RESULT " + json.dumps(child(size, int(seq), int(batch), precision,
+    kind, size, seq, batch, precision, recompute, dump_dir = args.child.split(",")
+    print("RESULT " + json.dumps(child(kind, size, int(seq), int(batch), precision,
                                        bool(int(recompute)), dump_dir)), flush=True)
     return
   split = lambda s: [x for x in s.split(",") if x]
-  for name, values, allowed in (("--sizes", split(args.sizes), SIZES),
+  for name, values, allowed in (("--tasks", split(args.tasks), TASKS),
+                                ("--sizes", split(args.sizes), SIZES),
                                 ("--precisions", split(args.precisions), POLICIES),
                                 ("--recompute", split(args.recompute), ("off", "on"))):
     bad = [v for v in values if v not in allowed]
     if bad:
       sys.exit(f"bench/memory.py: {name}: {bad[0]!r} is not one of {', '.join(allowed)}")
-  grid = [(size, int(seq), int(batch), precision, rc == "on")
-          for size in split(args.sizes) for seq in split(args.seq)
+  grid = [(kind, size, int(seq), int(batch), precision, rc == "on")
+          for kind in split(args.tasks) for size in split(args.sizes) for seq in split(args.seq)
           for precision in split(args.precisions) for rc in split(args.recompute)
           for batch in split(args.batches)]
   rows, start = [], time.time()
+  if args.out and fileio.exists(args.out):       # a rerun resumes: measured rows are kept
+    rows = [r for r in json.loads(fileio.read_text(args.out))["rows"] if "error" not in r]
+    measured = {_config(r) for r in rows}
+    grid = [c for c in grid if c not in measured]
+    print(f"{args.out}: {len(rows)} rows measured before, {len(grid)} to go", flush=True)
   for k, config in enumerate(grid):
-    row = run_child(*config, run_steps=config[3] in split(args.run_steps),
+    row = run_child(*config, run_steps=config[4] in split(args.run_steps),
                     max_run_gib=args.max_run_gib)
     rows.append(row)
     done = time.time() - start
@@ -282,14 +368,24 @@ def main():
           else f"planned only in {row['compile_seconds']:.0f} s")
     eta = done / (k + 1) * (len(grid) - k - 1)
     print(f"[{k + 1}/{len(grid)}] {config}: {what} (ETA {eta:.0f} s)", flush=True)
+    save(args.out, rows)
+  print(save(args.out, rows))
+
+
+def _config(row):
+  return (row.get("task", "classifier"), row["size"], row["seq"], row["batch"],
+          row["precision"], row["recompute"])
+
+
+def save(out, rows):
+  """The tables of `rows`; with `out`, everything written there (atomically)."""
   fits = fit(rows)
-  text = table(fits)
-  print(text)
-  if args.out:
-    from data_utils import fileio
-    fileio.write_atomic(args.out, json.dumps(
+  text = table(fits) + "\n\nGiB: fixed + per example (the fit)\n\n" + cost_table(fits)
+  if out:
+    fileio.write_atomic(out, json.dumps(
         {"rows": rows, "fits": {",".join(map(str, k)): v for k, v in fits.items()},
          "table": text, "device_gb": DEVICE_GB, "context_gb": CONTEXT_GB}, indent=1) + "\n")
+  return text
 
 
 if __name__ == "__main__":
