@@ -24,6 +24,9 @@ quickstart: install
 # XLNET_TESTS_REQUIRE_REFERENCE=1: a reference test whose torch/transformers cannot be imported
 # FAILS here instead of skipping (tests/reference_libs.py); a bare `pytest` still skips it.
 # --durations: the 25 slowest tests, to keep the suite within its 15 minutes.
+# --dist loadscope --no-loadscope-reorder: each test module runs whole on one worker (its module
+# fixtures built once), the longest modules first (tests/conftest.py, LONGEST_FIRST).
 test: install-dev
-	XLNET_TESTS_REQUIRE_REFERENCE=1 $(PYTHON) -m pytest -q -n 2 --durations=25 tests; rc=$$?; \
+	XLNET_TESTS_REQUIRE_REFERENCE=1 $(PYTHON) -m pytest -q -n 2 --dist loadscope \
+	  --no-loadscope-reorder --durations=25 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; exit $$rc

@@ -166,13 +166,41 @@ print(json.dumps({"one": a.tolist(), "two": b.tolist()}))
 """
 
 
-def test_mirrored_two_devices_equals_one_device(tmp_path, recs):
-  result = subprocess.run(
-      [sys.executable, "-c", MIRRORED, str(recs["vocab"]), recs["uni1"], recs["uni2"],
-       str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
-  assert result.returncode == 0, result.stderr[-3000:]
-  losses = json.loads(result.stdout.strip().splitlines()[-1])
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, recs):
+  """The subprocesses of the two tests below, concurrently (each is mostly single-threaded
+  compile): MIRRORED (a 10-step run on one device under --xla=full, then its two-device twin)
+  and FUSIBLE under --xla=fusible and off. MIRRORED's one-device run is the very run FUSIBLE
+  makes under --xla=full (same task, records, steps, host loops; the trainer's default
+  xla="full", configured by compile_step as configure_xla does), so the XLA-modes test reads
+  its full-XLA losses from it instead of starting a fourth process for them.
+  {name: (returncode, stdout, stderr)}."""
+  base = tmp_path_factory.mktemp("xla_mirrored")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  commands = {"mirrored": [sys.executable, "-c", MIRRORED, str(recs["vocab"]), recs["uni1"],
+                           recs["uni2"], str(base / "mirrored")]}
+  for mode in ("fusible", "off"):
+    commands[mode] = [sys.executable, "-c", FUSIBLE, str(recs["vocab"]), recs["uni1"], mode,
+                      str(base / mode)]
+  procs = {name: subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+           for name, command in commands.items()}
+  try:
+    outputs = {name: proc.communicate(timeout=600) for name, proc in procs.items()}
+  finally:                                  # a timeout leaves no child running
+    for proc in procs.values():
+      proc.kill()
+  return {name: (procs[name].returncode, *outputs[name]) for name in procs}
+
+
+def _losses(run, what):
+  returncode, stdout, stderr = run
+  assert returncode == 0, f"{what}: " + stderr[-3000:]
+  return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_mirrored_two_devices_equals_one_device(runs):
+  losses = _losses(runs["mirrored"], "mirrored")
   np.testing.assert_allclose(losses["two"], losses["one"], rtol=2e-5)
 
 
@@ -187,23 +215,12 @@ print(json.dumps(losses.tolist()))
 """
 
 
-def test_xla_modes_give_the_same_losses(tmp_path, recs):
-  """--xla=fusible (TF matmuls + XLA element-wise clusters) and off compute what full does."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  procs = {mode: subprocess.Popen(           # concurrently: each is mostly single-threaded compile
-      [sys.executable, "-c", FUSIBLE, str(recs["vocab"]), recs["uni1"], mode,
-       str(tmp_path / mode)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      env=env)
-      for mode in ("full", "fusible", "off")}
-  try:
-    outputs = {mode: proc.communicate(timeout=600) for mode, proc in procs.items()}
-  finally:                                  # a timeout leaves no child running
-    for proc in procs.values():
-      proc.kill()
-  losses = {}
-  for mode, (stdout, stderr) in outputs.items():
-    assert procs[mode].returncode == 0, f"--xla={mode}: " + stderr[-3000:]
-    losses[mode] = json.loads(stdout.strip().splitlines()[-1])
+def test_xla_modes_give_the_same_losses(runs):
+  """--xla=fusible (TF matmuls + XLA element-wise clusters) and off compute what full does
+  (full: the one-device run of the mirrored test's script, the `runs` fixture)."""
+  losses = {"full": _losses(runs["mirrored"], "--xla=full")["one"]}
+  for mode in ("fusible", "off"):
+    losses[mode] = _losses(runs[mode], f"--xla={mode}")
   np.testing.assert_allclose(losses["fusible"], losses["full"], rtol=1e-4)
   np.testing.assert_allclose(losses["off"], losses["full"], rtol=1e-4)
 
