@@ -248,6 +248,8 @@ def run_child(kind, size, seq, batch, precision, recompute, run_steps=True, max_
     shutil.rmtree(dump_dir, ignore_errors=True)
   lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
   if proc.returncode or not lines:
+    if proc.returncode and proc.returncode < 0:    # SIGKILL: the kernel's OOM killer, mostly
+      return dict(config, error=f"killed by signal {-proc.returncode} (out of memory?)")
     return dict(config, error=(stderr.strip().splitlines() or ["failed"])[-1][:300])
   return dict(json.loads(lines[-1][7:]), cpu_upcasts=config["cpu_upcasts"])
 
