@@ -289,7 +289,9 @@ def _columns():
 
 def table(fits):
   """Markdown: one row per (task, size, seq), the largest batch in 16 GB per precision and
-  recompute; "*": beyond the largest batch measured (extrapolated along the fit)."""
+  recompute; "*": beyond the largest batch measured (extrapolated along the fit); ">=m": the
+  fit says more than twice the largest batch m measured, which fits: no figure is given, as a
+  fixed peak (the update's) can hide the per-example cost at small batches."""
   lines = ["| task, model, seq | release (fp32) | " + " | ".join(
       f"{p}{' + recompute' if rc else ''}" for p, rc in _columns()) + " |",
       "|---" * (2 + len(_columns())) + "|"]
@@ -298,7 +300,9 @@ def table(fits):
     for p, rc in _columns():
       f = fits.get((kind, size, seq, p, rc))
       n = None if f is None else f["max_batch"]
-      cells.append("-" if n is None else f"{n}{'*' if n > f['measured_up_to'] else ''}")
+      m = None if f is None else f["measured_up_to"]
+      cells.append("-" if n is None and f is None else f">={m}" if n is None or n > 2 * m
+                   else f"{n}*" if n > m else str(n))
     release = RELEASE.get((size, seq), "-") if kind == "classifier" else "-"
     lines.append(f"| {kind}, {size}, {seq} | {release} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
@@ -342,6 +346,8 @@ def main():
                       help="Run a step only when its plan needs at most this many GiB "
                       "(half of this 24 GiB machine by default); larger ones are planned only.")
   parser.add_argument("--out", help="JSON file for every measurement, the fits and the table.")
+  parser.add_argument("--merge", help="Comma list of --out files of earlier runs (e.g. run "
+                      "side by side): their rows in one table, written to --out; nothing runs.")
   parser.add_argument("--child", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
@@ -350,6 +356,14 @@ def main():
                                        bool(int(recompute)), dump_dir)), flush=True)
     return
   split = lambda s: [x for x in s.split(",") if x]
+  if args.merge:
+    rows = {}
+    for path in split(args.merge):
+      for r in json.loads(fileio.read_text(path))["rows"]:
+        if "error" not in r:
+          rows[_config(r)] = r
+    print(save(args.out, list(rows.values())))
+    return
   for name, values, allowed in (("--tasks", split(args.tasks), TASKS),
                                 ("--sizes", split(args.sizes), SIZES),
                                 ("--precisions", split(args.precisions), POLICIES),

@@ -69,11 +69,17 @@ def test_table_marks_extrapolated_batches_and_sets_the_release_beside():
           _row(4, 3.0, task="pretrain"), _row(8, 5.0, task="pretrain")]
   text = memory.table(memory.fit(rows))
   lines = text.splitlines()
-  # float32: 23 (beyond the 8 measured: "*"); + recompute: a = 7, b = 3 / 16: (13.9012 - 7)
-  # / 0.1875 = 36.8 -> 36, beyond 32 measured; the release's table says 8 at base, 512
-  assert lines[2] == "| classifier, base, 512 | 8 | 23* | 36* | - | - | - | - |"
-  # pretraining has no release figure: 1 + 0.5 / example: (13.9012 - 1) / 0.5 = 25.8 -> 25
-  assert lines[3] == "| pretrain, base, 512 | - | 25* | - | - | - | - | - |"
+  # float32: 23, more than twice the 8 measured: only ">=8"; + recompute: a = 7, b = 3 / 16:
+  # (13.9012 - 7) / 0.1875 = 36.8 -> 36, beyond the 32 measured: "36*"; the release: 8
+  assert lines[2] == "| classifier, base, 512 | 8 | >=8 | 36* | - | - | - | - |"
+  # pretraining has no release figure: 1 + 0.5 / example: (13.9012 - 1) / 0.5 = 25.8 -> 25,
+  # again more than twice the 8 measured; a fit within the batches measured is printed bare
+  assert lines[3] == "| pretrain, base, 512 | - | >=8 | - | - | - | - | - |"
+  inside = memory.table(memory.fit([_row(4, 8.0), _row(8, 14.0)])).splitlines()
+  # 2 + 1.5 / example: 11.9012 / 1.5 = 7.9 -> 7, within the 8 measured (which does not fit)
+  assert inside[2] == "| classifier, base, 512 | 8 | 7 | - | - | - | - | - |"
+  flat = memory.table(memory.fit([_row(4, 2.5), _row(8, 2.5)])).splitlines()
+  assert flat[2] == "| classifier, base, 512 | 8 | >=8 | - | - | - | - | - |"
   costs = memory.cost_table(memory.fit(rows)).splitlines()
   assert costs[2].startswith("| classifier, base, 512 | 2.00 + 0.500/ex | 7.00 + 0.188/ex |")
 
