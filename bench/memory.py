@@ -287,40 +287,40 @@ def _columns():
   return [(p, rc) for p in POLICIES for rc in (False, True)]
 
 
+def _markdown(fits, cell, rc_label, release=None):
+  """One row per (task, size, seq) of `fits`, a column per precision and recompute, each
+  cell cell(fit or None); release: a column of the release's figure first."""
+  head = ["task, model, seq"] + (["release (fp32)"] if release else []) + [
+      f"{p}{rc_label if rc else ''}" for p, rc in _columns()]
+  lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+  for kind, size, seq in sorted({k[:3] for k in fits}):
+    first = [f"{kind}, {size}, {seq}"] + ([release(kind, size, seq)] if release else [])
+    cells = [cell(fits.get((kind, size, seq, p, rc))) for p, rc in _columns()]
+    lines.append("| " + " | ".join(first + cells) + " |")
+  return "\n".join(lines)
+
+
+def _batch_cell(f):
+  if f is None:
+    return "-"
+  n, m = f["max_batch"], f["measured_up_to"]
+  return f">={m}" if n is None or n > 2 * m else f"{n}*" if n > m else str(n)
+
+
 def table(fits):
   """Markdown: one row per (task, size, seq), the largest batch in 16 GB per precision and
   recompute; "*": beyond the largest batch measured (extrapolated along the fit); ">=m": the
   fit says more than twice the largest batch m measured, which fits: no figure is given, as a
   fixed peak (the update's) can hide the per-example cost at small batches."""
-  lines = ["| task, model, seq | release (fp32) | " + " | ".join(
-      f"{p}{' + recompute' if rc else ''}" for p, rc in _columns()) + " |",
-      "|---" * (2 + len(_columns())) + "|"]
-  for kind, size, seq in sorted({k[:3] for k in fits}):
-    cells = []
-    for p, rc in _columns():
-      f = fits.get((kind, size, seq, p, rc))
-      n = None if f is None else f["max_batch"]
-      m = None if f is None else f["measured_up_to"]
-      cells.append("-" if n is None and f is None else f">={m}" if n is None or n > 2 * m
-                   else f"{n}*" if n > m else str(n))
-    release = RELEASE.get((size, seq), "-") if kind == "classifier" else "-"
-    lines.append(f"| {kind}, {size}, {seq} | {release} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  return _markdown(fits, _batch_cell, " + recompute", release=lambda kind, size, seq: str(
+      RELEASE.get((size, seq), "-") if kind == "classifier" else "-"))
 
 
 def cost_table(fits):
   """Markdown: what each flag contributes, the fixed GiB (a) and GiB per example (b) of the
   fit, per (task, size, seq) and precision / recompute."""
-  lines = ["| task, model, seq | " + " | ".join(
-      f"{p}{' + rc' if rc else ''}" for p, rc in _columns()) + " |",
-      "|---" * (1 + len(_columns())) + "|"]
-  for kind, size, seq in sorted({k[:3] for k in fits}):
-    cells = []
-    for p, rc in _columns():
-      f = fits.get((kind, size, seq, p, rc))
-      cells.append("-" if f is None else f"{f['a_gib']:.2f} + {f['b_gib']:.3f}/ex")
-    lines.append(f"| {kind}, {size}, {seq} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  return _markdown(fits, lambda f: "-" if f is None else
+                   f"{f['a_gib']:.2f} + {f['b_gib']:.3f}/ex", " + rc")
 
 
 def main():
