@@ -43,6 +43,7 @@ beyond the batches measured). A rerun with the same --out resumes: measured rows
 """
 
 import argparse
+import glob
 import json
 import os
 import re
@@ -76,12 +77,15 @@ GIB = 2.0 ** 30
 CPU_UPCASTS = ("float-normalization-bf16", "change-op-data-type")
 
 
+def _plan_files(dump_dir):
+  """The training step's buffer-assignment dumps in `dump_dir` (a local temporary directory)."""
+  return glob.glob(os.path.join(dump_dir, "*full_step*-buffer-assignment.txt"))
+
+
 def xla_plan(dump_dir):
   """(total bytes, temporary bytes) of the newest training-step module XLA dumped in
   `dump_dir` (its buffer assignment: "Total bytes used" and the preallocated-temp block)."""
-  import glob
-  plans = sorted(glob.glob(os.path.join(dump_dir, "*full_step*-buffer-assignment.txt")),
-                 key=os.path.getmtime)
+  plans = sorted(_plan_files(dump_dir), key=os.path.getmtime)
   if not plans:
     raise ValueError(f"{dump_dir}: XLA dumped no buffer assignment of the training step")
   total = temp = None
@@ -114,8 +118,7 @@ def _rows(batch, seq, vocab, rng):
 
 def plan_written(dump_dir):
   """True once XLA has dumped the training step's buffer assignment (its total line)."""
-  import glob
-  for name in glob.glob(os.path.join(dump_dir, "*full_step*-buffer-assignment.txt")):
+  for name in _plan_files(dump_dir):
     with open(name, encoding="utf-8", errors="replace") as f:
       if "Total bytes used:" in f.read():
         return True
