@@ -10,16 +10,20 @@ dynamic (keras.optimizers.LossScaleOptimizer's rule): halved on every skipped st
 after `GROWTH_STEPS` finite steps in a row. bfloat16 has float32's exponent and needs none of
 this (--use_bfloat16; README, "Mixed precision").
 
-`LossScaleOptimizer` is Keras' with three changes:
+`LossScaleOptimizer` is Keras' with four changes:
 - the skip decision is taken over all replicas (an all-reduced count of the replicas whose
   gradients are not finite): Keras decides on each replica's gradients before the all-reduce
   (the MirroredStrategy path takes replica 0's), and the project's Adam all-reduces inside its
   update, so a replica that overflowed alone would put inf into every weight;
 - it counts its skipped steps (`skipped_steps`, checkpointed with the scale and its counter);
-- everything else is Keras': the gradients reach the inner optimizer unscaled, so the global-norm
-  clipping, the layer scales and the update of training/optimization.Adam see the true
-  gradients; a skipped step leaves the weights, the Adam slots, the beta powers and the inner
-  optimizer's iterations (the learning-rate schedule, fairseq's bias correction) untouched.
+- training/optimization.Adam gets the scaled gradients, the scale and the skip decision, and
+  divides and selects inside its update (`_tf_apply`): Keras unscales before the update and
+  applies it in a branch, copies of the gradients and the variables in device memory. The
+  clipping, the layer scales and the update see the true gradients, Keras' bit for bit (the
+  scale is a power of two; under XLA within float32 rounding: FMA contraction), and a
+  skipped step writes back the same bits;
+- everything else is Keras': a skipped step leaves the weights, the Adam slots, the beta
+  powers and the inner optimizer's iterations (the learning-rate schedule, fairseq's bias correction) untouched.
 
 The trainer calls `wrap` on the task's optimizer (a no-op unless the policy is mixed_float16),
 `apply` for the update and the step's metrics, `checkpoint_objects` for its checkpoint and
@@ -76,6 +80,36 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     bad = context.all_reduce(tf.distribute.ReduceOp.SUM,
                              tf.cast(tf.logical_not(finite), tf.float32))
     return tf.equal(bad, 0.0)
+
+  def _tf_apply(self, grads, trainable_variables=None):
+    """Keras' apply (skip on a non-finite gradient, unscale, apply, grow or shrink the scale)
+    without its branches when the inner optimizer takes the scale and the decision itself
+    (training/optimization.Adam's `loss_scale` and `apply_if`, set here before each apply):
+    Keras divides every gradient before the update and applies it inside a tf.cond, which
+    keeps a copy of the gradients and of each updated variable alive (+0.56 GiB at XLNet-Base
+    batch 4 in bench/memory.py's plans). Under gradient accumulation Keras' path stays: the
+    accumulated gradients must share one scale."""
+    inner = self.inner_optimizer
+    if not hasattr(inner, "apply_if") or inner.gradient_accumulation_steps:
+      inner.loss_scale = inner.apply_if = None
+      return super()._tf_apply(grads, trainable_variables)
+    finite = self.check_finite(grads)           # the same on every replica
+    inner.loss_scale = tf.convert_to_tensor(self.dynamic_scale)   # tensors: not tracked
+    inner.apply_if = finite
+    inner.apply(grads, trainable_variables=trainable_variables)
+    tf.__internal__.distribute.interim.maybe_merge_call(
+        self._update_scale, tf.distribute.get_strategy(), finite)
+
+  def _update_scale(self, distribution, finite):
+    """Keras' rule, as selects: a finite step counts towards growth (the scale doubles after
+    dynamic_growth_steps of them), a skipped one halves the scale and resets the count."""
+    finite = distribution.experimental_local_results(finite)[0]
+    grow = tf.logical_and(finite, tf.equal(self.step_counter, self.dynamic_growth_steps - 1))
+    counter = self.step_counter
+    counter.assign(tf.where(finite & ~grow, counter + 1, tf.zeros_like(counter)))
+    factor = tf.where(grow, 2.0, tf.where(finite, 1.0, 0.5))
+    self.dynamic_scale.assign(self.dynamic_scale * tf.cast(factor, self.dynamic_scale.dtype))
+    self.skipped_steps.assign_add(tf.cast(~finite, self.skipped_steps.dtype))
 
   def _stateful_handle_non_finite_grads(self):
     super()._stateful_handle_non_finite_grads()     # scale halved, growth counter reset

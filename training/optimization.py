@@ -165,6 +165,12 @@ class Adam(keras.optimizers.Optimizer):
   grad_scales: {variable path: scale} applied to the clipped gradients (release layer decay).
   lr_multipliers: {variable path: multiplier (scalar or per-slice array)} (paper layer decay).
   clip_norm: global-norm clipping of the gradients summed over replicas (None = off).
+
+  Under float16 loss scaling (training/loss_scale.py) two tensors come with the gradients:
+  `loss_scale`, the scale they carry (divided out inside the update), and `apply_if`, whether
+  the step is applied: every variable (weights, slots, beta powers, iterations) is written as
+  where(apply_if, new, old), the same bits as a skipped or an applied update, and no branch
+  keeps a copy of the gradients or the weights alive (XLA fuses the select into the update).
   """
 
   def __init__(self, learning_rate=1e-4, semantics="release", weight_decay_rate=0.0,
@@ -179,6 +185,9 @@ class Adam(keras.optimizers.Optimizer):
     self.names = dict(names or {})
     self.grad_scales = dict(grad_scales or {})
     self.lr_multipliers = dict(lr_multipliers or {})
+    # Set by training/loss_scale.LossScaleOptimizer before each apply (None otherwise):
+    self.loss_scale = None    # the scale the gradients carry (float32 [])
+    self.apply_if = None      # whether this update happens (bool []); else nothing changes
 
   @property
   def rule(self):
@@ -210,13 +219,35 @@ class Adam(keras.optimizers.Optimizer):
       return True                     # fairseq decays every parameter
     return release_decays(self.names.get(variable.path, variable.path))
 
+  def apply(self, grads, trainable_variables=None):
+    super().apply(grads, trainable_variables)
+    if self.apply_if is not None:    # Keras counts every call; a skipped one is taken back
+      self.iterations.assign_sub(tf.cast(tf.logical_not(self.apply_if), self.iterations.dtype))
+
+  def _put(self, variable, value):
+    """variable := value, or under `apply_if` where(apply_if, value, variable); returns what
+    was written. The weight's update reads the slots as written (the same values when the
+    step is applied): reading the old slots after writing them would make XLA copy them."""
+    if self.apply_if is not None:
+      value = tf.where(self.apply_if, value, variable)
+    self.assign(variable, value)
+    return value
+
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
     grads, variables = zip(*grads_and_vars)
     grads = dense_gradients(grads)
+    scale = self.loss_scale     # set by training/loss_scale.py: `grads` are those of loss * scale
     if self.clip_norm:   # Keras' own global_clipnorm clips each replica's share instead
-      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+      norm = tf.linalg.global_norm(grads)
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm,
+                                        use_norm=norm if scale is None else norm / scale)
+    if scale is not None:
+      # Unscaled here, in the same elementwise ops as the clipping and the update (one fusion,
+      # no copy of the gradients). scale is a power of two, so (g c) / s == (g / s) c: the
+      # update is Keras' (unscale, then clip) without its copy.
+      grads = [g if g is None else g / scale for g in grads]
     if self.grad_scales:
       index = [self._get_variable_index(v) for v in trainable_variables]
       grads = [g if g is None or self._scale[i] is None else g * self._scale[i]
@@ -229,7 +260,7 @@ class Adam(keras.optimizers.Optimizer):
     super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
     for power, beta in zip(self._beta_powers, (self.beta_1, self.beta_2)):
       distribution.extended.update(
-          power.value, lambda p, b=beta: p.assign(p * tf.constant(b, p.dtype)), group=False)
+          power.value, lambda p, b=beta: self._put(p, p * tf.constant(b, p.dtype)), group=False)
 
   def update_step(self, gradient, variable, learning_rate):
     f32 = variable.dtype
@@ -244,12 +275,11 @@ class Adam(keras.optimizers.Optimizer):
       # model_utils.AdamWeightDecayOptimizer: 1 - beta in Python (double), then float32.
       new_m = tf.constant(self.beta_1, f32) * m + tf.constant(1.0 - self.beta_1, f32) * g
       new_v = tf.constant(self.beta_2, f32) * v + tf.constant(1.0 - self.beta_2, f32) * (g * g)
+      new_m, new_v = self._put(m, new_m), self._put(v, new_v)
       update = new_m / (tf.sqrt(new_v) + eps)
       if self._decay[index]:
         update += tf.constant(self.weight_decay_rate, f32) * variable
-      self.assign(m, new_m)
-      self.assign(v, new_v)
-      self.assign_sub(variable, lr * update)
+      self._put(variable, variable - lr * update)
       return
     if self.rule == "tf1_adam":
       # TF1's ApplyAdam kernel, float32 throughout: m += (g - m)(1 - b1), v += (g² - v)(1 - b2),
@@ -261,9 +291,8 @@ class Adam(keras.optimizers.Optimizer):
       alpha = lr * tf.sqrt(one - b2_power) / (one - b1_power)
       new_m = m + (g - m) * (one - b1)
       new_v = v + (g * g - v) * (one - b2)
-      self.assign(m, new_m)
-      self.assign(v, new_v)
-      self.assign_sub(variable, (new_m * alpha) / (tf.sqrt(new_v) + eps))
+      new_m, new_v = self._put(m, new_m), self._put(v, new_v)
+      self._put(variable, variable - (new_m * alpha) / (tf.sqrt(new_v) + eps))
       return
     # fairseq.optim.adam.Adam: moments with 1 - beta from Python, step size lr sqrt(1 - b2^t) /
     # (1 - b1^t) (fairseq: in double; here 1 - b^t = -expm1(t log b) keeps float32 within 2e-7
@@ -275,12 +304,11 @@ class Adam(keras.optimizers.Optimizer):
     correction1 = -tf.math.expm1(t * tf.constant(math.log(self.beta_1), f32))
     correction2 = -tf.math.expm1(t * tf.constant(math.log(self.beta_2), f32))
     step_size = lr * tf.sqrt(correction2) / correction1
-    self.assign(m, new_m)
-    self.assign(v, new_v)
+    new_m, new_v = self._put(m, new_m), self._put(v, new_v)
     w = variable
     if self._decay[index]:
       w = w - (lr * tf.constant(self.weight_decay_rate, f32)) * w
-    self.assign(variable, w - step_size * (new_m / (tf.sqrt(new_v) + eps)))
+    self._put(variable, w - step_size * (new_m / (tf.sqrt(new_v) + eps)))
 
   def get_config(self):
     config = super().get_config()
