@@ -233,6 +233,14 @@ class Adam(keras.optimizers.Optimizer):
     self.assign(variable, value)
     return value
 
+  def _put_sub(self, variable, delta):
+    """variable -= delta; under `apply_if` through _put (without it, the same assign_sub op as
+    before loss scaling existed, so the float32 step's graph does not change)."""
+    if self.apply_if is None:
+      self.assign_sub(variable, delta)
+    else:
+      self._put(variable, variable - delta)
+
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
     grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, variables)))
@@ -279,7 +287,7 @@ class Adam(keras.optimizers.Optimizer):
       update = new_m / (tf.sqrt(new_v) + eps)
       if self._decay[index]:
         update += tf.constant(self.weight_decay_rate, f32) * variable
-      self._put(variable, variable - lr * update)
+      self._put_sub(variable, lr * update)
       return
     if self.rule == "tf1_adam":
       # TF1's ApplyAdam kernel, float32 throughout: m += (g - m)(1 - b1), v += (g² - v)(1 - b2),
@@ -292,7 +300,7 @@ class Adam(keras.optimizers.Optimizer):
       new_m = m + (g - m) * (one - b1)
       new_v = v + (g * g - v) * (one - b2)
       new_m, new_v = self._put(m, new_m), self._put(v, new_v)
-      self._put(variable, variable - (new_m * alpha) / (tf.sqrt(new_v) + eps))
+      self._put_sub(variable, (new_m * alpha) / (tf.sqrt(new_v) + eps))
       return
     # fairseq.optim.adam.Adam: moments with 1 - beta from Python, step size lr sqrt(1 - b2^t) /
     # (1 - b1^t) (fairseq: in double; here 1 - b^t = -expm1(t log b) keeps float32 within 2e-7
