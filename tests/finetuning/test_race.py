@@ -82,7 +82,12 @@ def test_reader_summary_line(tmp_path, capsys):
 def test_learns_the_toy_task(race_dir, tmp_path):
   """lr 3e-3 with the release's optimizer (tf.train.AdamOptimizer, bias-corrected; the old
   uncorrected Adam took 2-3x larger steps over these 300 steps and needed 1e-3): accuracy
-  0.75 / 1.0 / 0.975 with seeds 0 / 1 / 2 (2e-3: 0.69 / 0.89 / 0.44), measured 2026-11-25."""
+  0.75 / 1.0 / 0.975 with seeds 0 / 1 / 2 (2e-3: 0.69 / 0.89 / 0.44), measured 2026-11-25.
+  The same seed's trajectory depends on the CPU's rounding: on an AVX2-only VM (2026-11-27)
+  seed 0 gave 0.575, the training loss 0.41, with the same code before and after the float16
+  work. So the test asserts learning, not a machine's figure: the training loss falls from
+  ln 4 = 1.386 (uniform over the 4 options) below 0.7, and dev accuracy exceeds 0.45, which
+  guessing (p = 0.25, 80 questions: sd 0.048) reaches with probability below 1e-4."""
   d, sp, cfg = race_dir
   args = [sys.executable, "run_race.py", f"--data_dir={d}", f"--sp_model={sp}", "--uncased",
           f"--model_config_path={cfg}", f"--model_dir={tmp_path}", "--max_seq_length=64",
@@ -94,4 +99,7 @@ def test_learns_the_toy_task(race_dir, tmp_path):
   assert r.returncode == 0, r.stderr[-3000:]
   result = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
   assert set(result) == {"split", "accuracy", "accuracy_middle", "accuracy_high"}
-  assert result["accuracy"] > 0.6, r.stdout          # chance is 0.25
+  losses = [float(l.split(" loss ")[1].split()[0]) for l in r.stdout.splitlines()
+            if l.startswith("step ") and " loss " in l]
+  assert losses[0] > 1.3 and losses[-1] < 0.7, r.stdout   # from ln 4 (uniform): it fits
+  assert result["accuracy"] > 0.45, r.stdout              # chance is 0.25 (sd 0.048)
