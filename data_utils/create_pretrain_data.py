@@ -10,7 +10,11 @@ decided here, once; the training input pipeline only expands them.
       --sp_model=spiece.model --output_dir=records --seq_len=512 --reuse_len=256 \\
       --bsz_per_host=32 --num_predict=85 --num_workers=8
 
-A rerun skips shards already complete; --num_tasks/--task split the shards over
+A rerun skips shards already complete from the same text, SentencePiece model and settings,
+rewrites shards whose text changed (or moved: a file added to or dropped from --input_glob) and
+removes the shards no longer planned, so --output_dir ends as a run into an empty directory would
+leave it (data_utils/rerun.py). --output_dir must be new, empty, or a records directory of this
+project; anything else is refused before any work. --num_tasks/--task split the shards over
 machines. The bytes written depend on --seed, never on the number of workers.
 --input_glob, --sp_model and --output_dir may be local paths or tf.io.gfile URLs (gs://...):
 each shard's records are written straight to --output_dir under a temporary name and renamed,

@@ -129,14 +129,50 @@ def sha256(path, chunk=8 << 20):
   return h.hexdigest()
 
 
-def make_info(params, split, shard, record_name, data, num_batch, extra):
+# A writer's own files, by name: `record_name`, `info_name`, either with a `.tmp-` suffix (an
+# unfinished write). Groups: info prefix or not, split, shard index, tag.
+_TAG = (r"seqlen-\d+\.reuse-\d+\.perm-\d+\.np-\d+\.bsz-\d+\.cores-\d+\.(?:bi|uni)\.alpha-\d+\."
+        r"beta-\d+\.(?:word|piece|single)\.(?:cased|uncased)\.(?:eod|noeod)\.vocab-\d+")
+_WRITER_FILE = re.compile(rf"(?P<info>{INFO_PREFIX})?(?P<split>train|valid|test)-(?P<shard>\d{{5,}})"
+                          rf"\.(?P<tag>{_TAG})(?P<ext>\.json|{re.escape(RECORD_SUFFIX)})"
+                          rf"(?P<tmp>\.tmp-[^/]*)?")
+
+
+def writer_file(name):
+  """(kind "info" / "record", split, shard, tag, is_tmp) when NAME is one of the writer's own
+  file names (a record file, a record-info, or either's temporary), else None."""
+  m = _WRITER_FILE.fullmatch(name)
+  if m is None or bool(m["info"]) != (m["ext"] == ".json"):
+    return None
+  return ("info" if m["info"] else "record", m["split"], int(m["shard"]), m["tag"],
+          m["tmp"] is not None)
+
+
+def make_source(pieces, sp_model_sha256, seed):
+  """What a shard was made from, besides its params and split (both in the info already): the
+  byte ranges of text it read ({"path", "start", "end", "sha256" of those bytes, and "line", the
+  line number of "start", when the range holds undecodable lines: their messages name it}), the
+  SentencePiece model's sha256 and the seed. Equal sources, equal records and infos."""
+  return {"pieces": pieces, "sp_model_sha256": sp_model_sha256, "seed": seed}
+
+
+def info_source(info):
+  """A record-info's `make_source` dict; None in infos of earlier versions (made from unknown
+  inputs: a rerun rewrites them)."""
+  source = info.get("source") if isinstance(info, dict) else None
+  return source if isinstance(source, dict) else None
+
+
+def make_info(params, split, shard, record_name, data, num_batch, extra, source=None):
   """The record-info of one shard whose record file (named `record_name`) holds `data` (the
-  file's bytes; None when the shard was too short for one batch and has no file)."""
+  file's bytes; None when the shard was too short for one batch and has no file); `source`:
+  `make_source`'s dict."""
   return {"params": dataclasses.asdict(params), "split": split, "shard": shard,
           "record_file": record_name or None, "num_batch": num_batch,
           "num_records": num_batch * params.bsz_per_host,
           "bytes": None if data is None else len(data),
-          "sha256": None if data is None else hashlib.sha256(data).hexdigest(), **extra}
+          "sha256": None if data is None else hashlib.sha256(data).hexdigest(), **extra,
+          **({"source": source} if source is not None else {})}
 
 
 def info_text(info):

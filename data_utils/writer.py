@@ -13,18 +13,28 @@ Publication: the record file is written under a temporary name and renamed, the 
 is written the same way after it, so a shard is complete exactly when its info exists and names
 the record file's size; a killed run leaves `.tmp-` objects, which the next run of the same shards
 deletes.
+
+--output_dir is checked first (data_utils/outputs.py, kind RECORDS: a file, a path under a file or
+a folder of someone else's files is a one-line refusal, nothing written) and marked as a records
+directory once the inputs have passed their checks. Each record-info names the text, model and
+seed its shard was made from; a rerun skips the shards made from exactly what it would use,
+rewrites the others and removes the shards the plan no longer has (data_utils/rerun.py: the rule,
+and why it is safe with --num_tasks), so the directory ends as a run into an empty one would
+leave it.
 """
 
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import gc
+import hashlib
 import json
 import logging
 
 import numpy as np
 
-from data_utils import fileio, record_format, sampling, tfrecord
+from data_utils import fileio, fingerprint, outputs, record_format, rerun, sampling, tfrecord
 from data_utils.tokenization import CLS_ID, EOD_ID, SEP_ID, Tokenizer
 
 log = logging.getLogger("create_pretrain_data")
@@ -93,18 +103,22 @@ def plan_shards(paths, shard_bytes):
   return shards, empty
 
 
-def read_block(shard):
+def read_block(shard, sources=None):
   """The shard's text as one bytes object: its lines joined by "\n" (UTF-8), an empty line
   after each piece (= document end).
 
   Returns (block, bad_lines, first_bad): lines that are not UTF-8 are skipped, counted, and the
-  first is reported as "path:line". A BOM opening a file is dropped.
+  first is reported as "path:line". A BOM opening a file is dropped. SOURCES (a list), if given,
+  receives each piece's fingerprint of the very bytes read (record_format.make_source).
   """
   parts, bad, first_bad = [], 0, None
   for path, start, end in shard.pieces:
     with fileio.open_read_light(path) as f:
       f.seek(start)
       data = f.read(end - start)
+    if sources is not None:
+      sources.append({"path": path, "start": start, "end": end,
+                      "sha256": hashlib.sha256(data).hexdigest()})
     if start == 0 and data.startswith(b"\xef\xbb\xbf"):
       data = data[3:]
     try:
@@ -112,8 +126,9 @@ def read_block(shard):
         data.decode("utf-8")
       parts.append(data)
     except UnicodeDecodeError:
-      with fileio.open_read_light(path) as f:
-        line_base = f.read(start).count(b"\n") + 1
+      line_base = rerun.line_number(path, start)
+      if sources is not None:
+        sources[-1]["line"] = line_base
       good = []
       for k, raw in enumerate(data.split(b"\n")):
         try:
@@ -284,10 +299,11 @@ def _gc_paused():
 
 
 def _write_shard(job):
-  shard, params, sp_model, output_dir, split, seed = job
+  shard, params, sp_model, output_dir, split, seed, sp_sha = job
   _tune_malloc()
   tokenizer = _tokenizer(sp_model, params.uncased)
-  block, bad, first_bad = read_block(shard)
+  pieces = []
+  block, bad, first_bad = read_block(shard, pieces)
   stream, sent, counts = build_stream(tokenizer, block, params.use_eod)
   rng = np.random.default_rng([seed, shard.index])
   stats = {"input_bytes": shard.size(), "tokens": int(len(stream)),
@@ -301,12 +317,15 @@ def _write_shard(job):
   if features is None:   # recorded, so that a rerun does not try again
     stats["skipped"] = "too little text for one batch"
     data = None
+    with contextlib.suppress(FileNotFoundError):     # an earlier version's file of this shard
+      fileio.remove_light(fileio.join(output_dir, record_name))
   else:
     layout = tfrecord.ExampleLayout(params.feature_bytes())
     data = tfrecord.frame(layout.serialize(features))
     _write_atomic(fileio.join(output_dir, record_name), data)        # the records first,
   info = record_format.make_info(params, split, shard.index, data is not None and record_name,
-                                 data, num_batch, stats)
+                                 data, num_batch, stats,
+                                 record_format.make_source(pieces, sp_sha, seed))
   _write_atomic(info_path, record_format.info_text(info).encode("utf-8"))   # the info last
   return info
 
@@ -314,20 +333,6 @@ def _write_shard(job):
 def _write_atomic(path, data):
   """`fileio.write_atomic_light` (one name, so that a test can kill a run between two writes)."""
   fileio.write_atomic_light(path, data)
-
-
-def shard_done(params, output_dir, split, shard):
-  """True when the shard's record file and info exist and agree (a rerun skips it)."""
-  info_path = fileio.join(output_dir, params.info_name(split, shard.index))
-  record_path = fileio.join(output_dir, params.record_name(split, shard.index))
-  try:
-    info = json.loads(fileio.read_bytes_light(info_path).decode("utf-8"))
-    if info.get("num_batch") == 0:
-      return True
-    return info.get("record_file") == fileio.basename(record_path) and \
-        info.get("bytes") == fileio.size_light(record_path)
-  except Exception:     # noqa: BLE001 (missing, unreadable or half-written: write it again)
-    return False
 
 
 def _names(params, split, shard):
@@ -338,14 +343,17 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
            num_workers=1, shard_bytes=32 << 20, progress=print):
   """Writes the records of this task's shards; returns a summary dict.
 
-  Raises FileNotFoundError / ValueError with a one-line message for bad
-  flags or inputs, before anything is written.
+  Raises FileNotFoundError / ValueError with a one-line message for bad flags, inputs or
+  --output_dir (check_output_dir), before anything is written. Afterwards `output_dir` holds,
+  for this split and parameter set, exactly what a run into an empty directory would write
+  (once every task has run): see the module docstring.
   """
   import time
   if not 0 <= task < num_tasks:
     raise ValueError(f"--task={task} must be in [0, --num_tasks={num_tasks})")
   if num_workers < 1:
     raise ValueError(f"--num_workers={num_workers} must be >= 1")
+  rerun.check_output_dir(output_dir)
   paths = fileio.glob_files_light(input_glob)
   if not paths:
     raise FileNotFoundError(f"--input_glob={input_glob} matched no files")
@@ -356,11 +364,16 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
     progress(f"skipped empty or all-blank file {path}")
   if not shards:
     raise ValueError(f"--input_glob={input_glob}: all {len(paths)} files are empty")
-  fileio.makedirs_light(output_dir)
+  outputs.claim_dir(output_dir, outputs.RECORDS)
+  sp_sha = fingerprint.file_sha256(sp_model)
   mine = [s for s in shards if s.index % num_tasks == task]
-  todo = [s for s in mine if not shard_done(params, output_dir, split, s)]
+  with concurrent.futures.ThreadPoolExecutor(num_workers) as pool:   # hashlib frees the GIL
+    states = list(pool.map(
+        lambda s: rerun.shard_state(params, output_dir, split, s, sp_sha, seed), mine))
+  todo = [s for s, state in zip(mine, states) if state != "done"]
   # Leftovers of an interrupted run of these shards (never another task's): temporary objects,
   # and the info of a shard about to be rewritten (so no info ever describes another file).
+  # Then the shards the plan no longer has (every task's plan has the same shards).
   prefixes = tuple(name + fileio.TMP_MARK for s in mine for name in _names(params, split, s))
   for name in fileio.listdir_light(output_dir):
     if name.startswith(prefixes):
@@ -369,13 +382,21 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
   for s in todo:
     with contextlib.suppress(Exception):
       fileio.remove_light(fileio.join(output_dir, params.info_name(split, s.index)))
+  stale = rerun.stale_shards(output_dir, params, split, len(shards))
+  for path in stale:
+    with contextlib.suppress(Exception):
+      fileio.remove_light(path)
   if num_workers > 1 and (output_dir.startswith("ram://")
                           or any(p.startswith("ram://") for p in paths)):
     num_workers = 1      # ram:// lives in one process's memory: workers would not see it
+  outdated = states.count("outdated")
   progress(f"{len(paths)} files, {len(shards)} shards; task {task}/{num_tasks} has {len(mine)}, "
-           f"{len(mine) - len(todo)} already complete, {len(todo)} to write with "
-           f"{num_workers} worker(s) -> {output_dir}")
-  jobs = [(s, params, sp_model, output_dir, split, seed) for s in todo]
+           f"{len(mine) - len(todo)} already complete, {len(todo)} to write"
+           + (f" ({outdated} made from other inputs or settings)" if outdated else "")
+           + (f", {len(stale)} stale file(s) of shards no longer planned removed"
+              if stale else "")
+           + f" with {num_workers} worker(s) -> {output_dir}")
+  jobs = [(s, params, sp_model, output_dir, split, seed, sp_sha) for s in todo]
   total = sum(s.size() for s in todo)
   done_bytes, summary, start = 0, {"shards": 0, "records": 0, "tokens": 0, "bad_lines": 0,
                                    "skipped_shards": 0}, time.time()
@@ -414,5 +435,6 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
       pool.close()
       pool.join()
   summary.update(seconds=time.time() - start, params=params, empty_files=len(empty),
-                 total_shards=len(shards), already_complete=len(mine) - len(todo))
+                 total_shards=len(shards), already_complete=len(mine) - len(todo),
+                 outdated=outdated, removed=len(stale))
   return summary
