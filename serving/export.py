@@ -23,16 +23,21 @@ at the door (serving/utf8.py: invalid UTF-8 -> U+FFFD, as Python's errors="repla
 `save` publishes atomically: the SavedModel is written under a temporary name, loaded back and
 checked against the Python path (tokenizer, feature code, model) on a few built-in inputs, and
 only then moved into place, `saved_model.pb` last (a reader sees the old export, none, or the
-new one). A failed check leaves nothing behind and names the export directory.
+new one). A failed check leaves nothing behind and names the export directory. An export never
+deletes what the project did not write: it goes to an absent or empty directory, or replaces an
+earlier SavedModel export of ours (data_utils/outputs.py's marker), removing only that export's
+own entries; anything else at the path is refused in one line (check_export_dir), before
+training by the scripts and again right before publishing.
 """
 
 import functools
+import os
 import uuid
 
 import numpy as np
 import tensorflow as tf
 
-from data_utils import fileio, layouts
+from data_utils import fileio, layouts, outputs
 from serving import packing, utf8
 
 SIGNATURE = "serving_default"
@@ -247,32 +252,104 @@ def _compare(export_dir, got, expected, atol):
                        f"{err:.3g})")
 
 
-def publish_dir(tmp, export_dir):
+# ---- where an export may go ----------------------------------------------------------------
+# What a SavedModel export consists of (the top level of its directory): all that replacing an
+# earlier export removes, and all that an unmarked directory may hold to count as one.
+EXPORT_NAMES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "keras_metadata.pb",
+                "variables", "assets", "assets.extra")
+
+
+def _local_key(path):
+  """PATH as compared with another path: URLs as written, local paths made absolute."""
+  path = str(path).rstrip("/") or str(path)
+  return path if fileio.is_url(path) else os.path.abspath(path)
+
+
+def is_earlier_export(path):
+  """Whether directory PATH, without the project's marker, is an export of an earlier version
+  of this project: saved_model.pb and variables/ and nothing but EXPORT_NAMES. Such a directory
+  may be replaced; one with any other entry is somebody else's."""
+  if outputs.read_marker(path) is not None or not fileio.isdir(path):
+    return False
+  names = set(fileio.listdir_light(path))
+  return {"saved_model.pb", "variables"} <= names and names <= set(EXPORT_NAMES)
+
+
+def check_export_dir(path, flag="export_dir", model_dir=None):
+  """Whether a SavedModel export may be written at PATH; writes nothing.
+
+  Accepted: an absent path, an empty directory, an earlier export of ours (the marker of kind
+  outputs.SAVED_MODEL, or an unmarked earlier version's: is_earlier_export). Anything else
+  (a file, a path under a file, a run's directory, a folder of somebody's files) is a one-line
+  ValueError naming `flag` and PATH, so a caller refuses before any training; `save` asks again
+  right before publishing (the path may have changed meanwhile). With `model_dir`, PATH may be
+  neither the run's directory nor one holding it (the run would write into the export).
+
+  Returns:
+    outputs.check_dir's answer ("new", "empty", "saved_model"), or "earlier" for an unmarked
+    earlier export.
+  """
+  path = str(path).rstrip("/") or str(path)
+  name = flag if flag.startswith("--") or " " in flag else f"--{flag}"
+  if model_dir:
+    here, run = _local_key(path), _local_key(model_dir)
+    if here == run or run.startswith(here.rstrip("/") + "/"):
+      what = "is" if here == run else "holds"
+      raise ValueError(f"{name}={path}: {what} --model_dir={model_dir}; pass a directory of its "
+                       "own for the export (nothing was written or deleted)")
+  try:
+    return outputs.check_dir(path, flag, outputs.SAVED_MODEL)
+  except ValueError:
+    if is_earlier_export(path):
+      return "earlier"
+    raise
+
+
+def _remove_export(export_dir, names):
+  """Removes an earlier export's entries among `names` from `export_dir`, saved_model.pb first
+  (from then on a reader sees no export); other entries are never touched."""
+  present = set(fileio.listdir(export_dir)) & set(names)
+  for name in sorted(present, key=lambda n: n != "saved_model.pb"):
+    path = fileio.join(export_dir, name)
+    if fileio.isdir(path):
+      fileio.rmtree(path)
+    else:
+      fileio.remove(path)
+
+
+def publish_dir(tmp, export_dir, flag="export_dir"):
   """Moves the SavedModel at `tmp` to `export_dir`, file by file (gs:// has no directory
-  rename), `saved_model.pb` last; an older export there is invalidated first (its
-  saved_model.pb removed) and then replaced whole."""
-  marker = fileio.join(export_dir, "saved_model.pb")
-  if fileio.exists(export_dir):
-    if fileio.exists(marker):
-      fileio.remove(marker)
-    fileio.rmtree(export_dir)
+  rename), `saved_model.pb` last, so a reader sees the old export, none, or the new one.
+
+  `export_dir` is checked first (check_export_dir: ValueError, nothing moved) and marked as an
+  export (data_utils/outputs.py); an earlier export there is invalidated (its saved_model.pb
+  removed) and its entries removed (EXPORT_NAMES and the new export's names), never others.
+  """
+  state = check_export_dir(export_dir, flag)
+  outputs.claim_dir(export_dir, outputs.SAVED_MODEL)
+  new_names = fileio.listdir(tmp)
+  if state not in ("new", "empty"):
+    _remove_export(export_dir, set(EXPORT_NAMES) | set(new_names))
+  dirs = sorted(d for d, _, _ in fileio.walk(tmp))
   files = sorted(fileio.join(d, f) for d, _, fs in fileio.walk(tmp) for f in fs)
-  files.sort(key=lambda f: fileio.basename(f) == "saved_model.pb")
+  files.sort(key=lambda f: f == fileio.join(tmp, "saved_model.pb"))
+  for d in dirs:      # empty ones too (assets/)
+    fileio.makedirs(fileio.join(export_dir, d[len(tmp):].lstrip("/")))
   for src in files:
-    dst = fileio.join(export_dir, src[len(tmp):].lstrip("/"))
-    fileio.makedirs(fileio.dirname(dst))
-    fileio.rename(src, dst)
-  for d, _, _ in fileio.walk(tmp):
-    fileio.makedirs(fileio.join(export_dir, d[len(tmp):].lstrip("/")))   # empty dirs (assets/)
+    fileio.rename(src, fileio.join(export_dir, src[len(tmp):].lstrip("/")))
   fileio.rmtree(tmp)
 
 
-def save(module, export_dir, probes, expected, atol=1e-4, log=print):
+def save(module, export_dir, probes, expected, atol=1e-4, log=print, flag="export_dir"):
   """Writes `module` as a SavedModel at `export_dir` after checking it.
+
+  `export_dir` must be absent, empty or an earlier export (check_export_dir, asked before
+  anything is written and again right before publishing); nothing else there is deleted.
 
   Args:
     module: a `_Serving` module (classifier_module, race_module, ...).
     export_dir: local path or tf.io.gfile URL.
+    flag: the flag (or words) naming `export_dir` in a refusal.
     probes: {input name: array of strings}: inputs of the self-check, checked as one batch
       and each row alone (then padded only to its own length, see packing.trim_padding).
     expected: {output name: array}: what the Python path gives on `probes` (strings compared
@@ -282,9 +359,11 @@ def save(module, export_dir, probes, expected, atol=1e-4, log=print):
     export_dir.
 
   Raises:
-    ValueError naming export_dir when the reloaded export disagrees with `expected`.
+    ValueError naming export_dir when the reloaded export disagrees with `expected`, or when
+    `export_dir` may not receive an export (check_export_dir; the temporary export removed).
   """
   export_dir = export_dir.rstrip("/")
+  check_export_dir(export_dir, flag)
   tmp = f"{export_dir}.tmp-{uuid.uuid4().hex[:8]}"
   try:
     tf.saved_model.save(module, tmp, signatures={SIGNATURE: module.serving_default})
@@ -294,7 +373,7 @@ def save(module, export_dir, probes, expected, atol=1e-4, log=print):
     for k in range(len(next(iter(probes.values())))):   # alone, each row is padded less
       _compare(export_dir, serve(**{n: tf.constant(v[k:k + 1]) for n, v in probes.items()}),
                {n: np.asarray(v)[k:k + 1] for n, v in expected.items()}, atol)
-    publish_dir(tmp, export_dir)
+    publish_dir(tmp, export_dir, flag)
   finally:
     if fileio.exists(tmp):
       fileio.rmtree(tmp)
