@@ -327,17 +327,27 @@ class Tokenizer:
 
 def train_sentencepiece(input_files, model_prefix, vocab_size, lower=False,
                         character_coverage=0.99995, input_sentence_size=10_000_000, seed=0,
-                        num_threads=1):
+                        num_threads=1, sidecar=None):
   """Trains a unigram model with the XLNet special symbols at the XLNet ids.
 
   Like the release: `<cls> <sep> <pad> <mask> <eod>` are control symbols (ids
   3-7), `<eop>` a user-defined symbol (id 8). Text is normalised with
   `preprocess_text` first (uncased when `lower`). Inputs and `model_prefix` may be local
   paths (read and written without TensorFlow) or tf.io.gfile URLs: the text is streamed to
-  SentencePiece and the model handed back in memory, so nothing is staged on the local disk.
-  Writes `model_prefix.model` and `.vocab` (each atomically, the model last) and returns the
-  model path.
+  SentencePiece and the model handed back in memory, so nothing is staged on the local disk and
+  a failed training writes nothing. Writes (`write_sentencepiece`) `model_prefix.vocab` and
+  `.model`, each atomically, the model last, and returns the model path. SentencePiece stops
+  at the pieces the text holds (hard_vocab_limit off): the model may have fewer than
+  `vocab_size` (the caller compares).
   """
+  proto = train_sentencepiece_proto(input_files, vocab_size, lower, character_coverage,
+                                    input_sentence_size, seed, num_threads)
+  return write_sentencepiece(proto, model_prefix, sidecar)
+
+
+def train_sentencepiece_proto(input_files, vocab_size, lower=False, character_coverage=0.99995,
+                              input_sentence_size=10_000_000, seed=0, num_threads=1):
+  """`train_sentencepiece`'s model as bytes, written nowhere."""
   def sentences():
     for path in input_files:
       with fileio.open_text_light(path, errors="replace") as f:
@@ -356,11 +366,25 @@ def train_sentencepiece(input_files, model_prefix, vocab_size, lower=False,
       input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
       seed_sentencepiece_size=1_000_000, num_threads=num_threads,
       minloglevel=2, hard_vocab_limit=False)
-  proto = model.getvalue()
+  return model.getvalue()
+
+
+def piece_count(proto):
+  """Pieces in a SentencePiece model given as bytes."""
+  return spm.SentencePieceProcessor(model_proto=proto).GetPieceSize()
+
+
+def write_sentencepiece(proto, model_prefix, sidecar=None):
+  """Writes a model's bytes as `model_prefix.model` and its pieces and scores as `.vocab` (as
+  SentencePiece's own trainer prints them); `sidecar` (str), if given, as `model_prefix.json`
+  first, so that a model on disk always has its sidecar. Each file atomically, the model last.
+  Returns the model path."""
   sp = spm.SentencePieceProcessor(model_proto=proto)
   vocab = "".join(f"{sp.IdToPiece(i)}\t{_score(sp.GetScore(i))}\n"
                   for i in range(sp.GetPieceSize()))
   fileio.makedirs_light(fileio.dirname(model_prefix))
+  if sidecar is not None:
+    fileio.write_atomic_light(model_prefix + ".json", sidecar.encode("utf-8"))
   fileio.write_atomic_light(model_prefix + ".vocab", vocab.encode("utf-8"))
   fileio.write_atomic_light(model_prefix + ".model", proto)
   return model_prefix + ".model"
