@@ -65,7 +65,8 @@ def main(argv):
         FLAGS, FLAGS.task_name, FLAGS.cache_dir or fileio.join(model_dir, "features"))
     task = ClassifierTask(config, model_flags.model_config_from_flags(),
                           model_flags.run_config_from_flags(), FLAGS.init_checkpoint)
-    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
+    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,
+                                 script="run_classifier.py")
     unlabelled = FLAGS.do_eval and task.eval_without_labels(FLAGS.eval_split)
     if unlabelled:     # a GLUE test split: --do_predict writes its submission file
       print(f"--do_eval skipped: {unlabelled}")

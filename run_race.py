@@ -64,7 +64,8 @@ def main(argv):
     task = RaceTask(config, model_flags.model_config_from_flags(),
                     model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
                     max_qa_length=FLAGS.max_qa_length)
-    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
+    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,
+                                 script="run_race.py")
     unlabelled = FLAGS.do_eval and task.eval_without_labels(FLAGS.eval_split)
     if unlabelled:     # --do_predict writes its answers
       print(f"--do_eval skipped: {unlabelled}")

@@ -73,7 +73,8 @@ def main(argv):
     task = squad.task_from_flags(FLAGS, model_dir)
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None
-    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS)
+    model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,
+                                 script="run_squad.py")
     if FLAGS.do_predict:
       result = task.predict(model, FLAGS.predict_file, model_dir)
       print(f"wrote predictions.json, nbest_predictions.json, null_odds.json to {model_dir}")

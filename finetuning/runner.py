@@ -1,24 +1,29 @@
 """The train-or-load step the fine-tuning scripts share."""
 
 from data_utils import fileio
+from data_utils import outputs
 from modeling import checkpoint
 from modeling import families
 from training import best as best_lib
 from training import distribution
+from training import recipes
+from training import run_record
 from training.task import Task
 from training.trainer import Trainer
 
 
-def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
+def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, script=None):
   """Fine-tunes (then reloads the best checkpoint, if one was kept) or builds the
   model from --init_checkpoint; then writes --export_hf_dir and --export_dir (chief only);
-  returns the model to evaluate / predict with."""
+  returns the model to evaluate / predict with. Training first checks MODEL_DIR and records
+  the run's settings (training/run_record.py: a rerun with other settings is refused)."""
   export_dir = getattr(flag_values, "export_hf_dir", None)
   if export_dir:   # a layout with no Hugging Face class fails here, before any training
     families.hf_architecture(task.build_model())
   if getattr(flag_values, "export_dir", None):
     check_export(task)
   if do_train:
+    record_run(task, strategy, model_dir, flag_values, script, log)
     trainer = Trainer(task, strategy, model_dir, flag_values.train_steps,
                       flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
                       log=log)
@@ -38,6 +43,8 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
       model = task.build_model().ensure_built()
     task.initialize(model, log)
   chief = distribution.is_chief(strategy)
+  if chief and model_dir and not do_train:   # evaluation / prediction write into it: ours
+    outputs.claim_dir(model_dir, outputs.RUN)
   export_hf_if_asked(model, flag_values, log, labels=getattr(getattr(task, "spec", None),
                                                              "labels", None), chief=chief)
   export_dir = getattr(flag_values, "export_dir", None)
@@ -46,6 +53,21 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print):
                 xla=getattr(flag_values, "export_xla", False),
                 version=getattr(flag_values, "version", None))
   return model
+
+
+def record_run(task, strategy, model_dir, flag_values, script, log=print):
+  """MODEL_DIR checked and its run.json compared / written (training/run_record.start) with
+  the task's effective settings: the flags, the recipe's optimizer values, the model config."""
+  if not hasattr(flag_values, "flags_by_module_dict"):    # not absl flags (a test's namespace)
+    return None
+  resolved = dict(task.optimizer_settings()) if hasattr(task, "optimizer_settings") else {}
+  for line in recipes.schedule_warnings(resolved):
+    log(line)
+  settings = run_record.settings_from_flags(flag_values, resolved=resolved,
+                                            model_config=getattr(task, "model_config", None))
+  return run_record.start(model_dir, script, settings,
+                          allow_changes=getattr(flag_values, run_record.ALLOW_FLAG, False),
+                          write=distribution.is_chief(strategy), log=log)
 
 
 def check_export(task):

@@ -3,7 +3,7 @@ objective, the shared trainer, the exports (the chief's)."""
 
 import dataclasses
 
-from data_utils import fileio
+from data_utils import fingerprint
 from data_utils import pipeline
 from data_utils import record_format
 from modeling import families
@@ -13,6 +13,8 @@ from pretraining.flags import RECORD_FLAGS
 from pretraining.task import PretrainConfig, PretrainTask
 from training import distribution
 from training import flags as training_flags
+from training import recipes
+from training import run_record
 from training import trainer as trainer_lib
 
 
@@ -40,7 +42,16 @@ def run(f, model_dir, strategy):
   if not distribution.is_chief(strategy):
     task.export_hf_dir = None
   distribution.num_hosts(strategy, config.num_core_per_host, f.num_hosts)
-  fileio.makedirs(model_dir)
+  for line in recipes.schedule_warnings(task.optimizer_settings()):
+    print(line, flush=True)
+  settings = run_record.settings_from_flags(
+      f, model_config=model_config,
+      resolved={**record, **task.optimizer_settings(),
+                "record_dir": {"record_infos": len(resolved.info_files),
+                               "sha256": fingerprint.files_digest(resolved.info_files)}})
+  run_record.start(model_dir, "run_pretrain.py", settings,
+                   allow_changes=f[run_record.ALLOW_FLAG].value,
+                   write=distribution.is_chief(strategy))
   trainer = trainer_lib.Trainer(task, strategy, model_dir, f.train_steps, f.steps_per_loop,
                                 f.save_every, f.keep_checkpoints, f.xla,
                                 checkpoint_state=f.checkpoint_memory)

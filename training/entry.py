@@ -14,6 +14,7 @@ import keras
 
 from training import distribution
 from training import loss_scale
+from training import run_record
 from training import trainer as trainer_lib
 
 
@@ -32,7 +33,8 @@ def prologue(script, flag_values, required, actions=None, check=None):
   2. `actions` (flag names; None: no such check): unless one is set,
      "SCRIPT: nothing to do: pass --a, --b or --c";
   3. `required` (flag names in the order checked; "model_dir" is MODEL_DIR): the first one
-     not set exits with "SCRIPT: --NAME is required";
+     not set exits with "SCRIPT: --NAME is required"; MODEL_DIR must be absent, empty or a
+     run directory of this project (training/run_record.check_dir);
   4. --use_float16 and --use_bfloat16 not both; `check()`, the script's own flag checks (a
      ValueError exits with "SCRIPT: message");
   5. the tf.distribute strategy of --distribution_strategy / --tpu, before any other
@@ -51,6 +53,11 @@ def prologue(script, flag_values, required, actions=None, check=None):
   for name in required:
     if not (model_dir if name == "model_dir" else getattr(f, name)):
       sys.exit(f"{script}: --{name} is required")
+  if model_dir:      # an existing file or somebody else's folder: refused before any work
+    try:
+      run_record.check_dir(model_dir, "model_dir" if f.model_dir else "output_dir")
+    except ValueError as e:
+      sys.exit(f"{script}: {e}")
   if f.use_bfloat16 and getattr(f, "use_float16", False):
     sys.exit(f"{script}: --use_float16 and --use_bfloat16 exclude each other: pass one")
   try:

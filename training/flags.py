@@ -5,6 +5,7 @@ from absl import flags
 from training import distribution
 from training import optimization
 from training import recipes
+from training import run_record
 
 
 def define_training_flags(script, train_steps=1000, save_every=1000, flag_values=flags.FLAGS):
@@ -76,6 +77,7 @@ def define_training_flags(script, train_steps=1000, save_every=1000, flag_values
                     "5-15% of the step speed on a 2-core CPU (README, Reliability) and changes "
                     "the last bits of the numbers (summation order), so runs with and without "
                     "it differ. Holds on the same machine, TensorFlow version and flags.")
+  run_record.define_flags(flag_values)
 
 
 class _Definer:

@@ -116,3 +116,16 @@ def help_default(field, script):
              and 0 < value < 1 else f"{value:g}" if isinstance(value, float) else str(value))
     parts.append(f"{family} {recipe}: {shown}")
   return "default: the recipe's (" + "; ".join(parts) + ")"
+
+
+def schedule_warnings(settings):
+  """Lines warning of resolved settings (`resolve`'s) that cannot do what a user likely means:
+  a warmup at or past the last step trains the whole run in warmup, the learning rate never
+  reaching its peak."""
+  warmup, steps = settings.get("warmup_steps") or 0, settings.get("train_steps") or 0
+  if steps and warmup >= steps:
+    return [f"warning: --warmup_steps={warmup} is at or past --train_steps={steps}: the whole "
+            f"run is warmup and the learning rate never reaches its peak "
+            f"({settings.get('learning_rate')}); a fraction below 1 (e.g. 0.1) is a share of "
+            "the steps"]
+  return []

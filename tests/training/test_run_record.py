@@ -1,0 +1,149 @@
+"""A run directory knows how it was made (training/run_record.py): a rerun with the same
+settings resumes, one with a result-changing setting is refused in one line naming the
+setting and both values (nothing written), --allow_changed_settings continues and records the
+change, settings that do not change the result never block, and MODEL_DIR must be ours."""
+
+import contextlib
+import io
+import json
+import os
+
+import pytest
+from absl import flags
+
+from tests import script_helpers
+from tests.finetuning.test_classifier import sst2  # noqa: F401  (the tiny SST-2 fixture)
+
+
+def run(relative, **flag_values):
+  """The script's main() in this process; returns (exit message or None, printed lines)."""
+  out = io.StringIO()
+  lines = []
+  values = flags.FLAGS
+  before = set(values)
+  try:
+    module = script_helpers._load_script(relative)  # pylint: disable=protected-access
+    argv = [relative] + [f"--{k}={v}" if not isinstance(v, bool) else
+                         (f"--{k}" if v else f"--no{k}") for k, v in flag_values.items()]
+    values.unparse_flags()
+    values(argv)
+    try:
+      with contextlib.redirect_stdout(out):
+        module.main(argv[:1])
+    except SystemExit as e:
+      return (str(e.code) if e.code not in (None, 0) else None), lines
+    finally:
+      lines.extend(out.getvalue().splitlines())
+    return None, lines
+  finally:
+    for name in set(values) - before:
+      delattr(values, name)
+    values.unparse_flags()
+
+
+def classifier_flags(sst2_dir, model_dir, **extra):
+  d, sp, cfg = sst2_dir
+  return {**dict(task_name="sst-2", data_dir=d, sp_model=sp, uncased=True,
+                 model_config_path=cfg, model_dir=model_dir, max_seq_length=16,
+                 train_batch_size=4, eval_batch_size=8, train_steps=2, steps_per_loop=1,
+                 save_every=2, learning_rate=1e-3, warmup_steps=0, xla="off", do_train=True),
+          **extra}
+
+
+def listing(path):
+  return sorted(os.path.relpath(os.path.join(d, f), path)
+                for d, _, fs in os.walk(path) for f in fs)
+
+
+@pytest.fixture(scope="module")
+def trained(sst2, tmp_path_factory):
+  model_dir = str(tmp_path_factory.mktemp("runs") / "sst")
+  err, lines = run("run_classifier.py", **classifier_flags(sst2, model_dir))
+  assert err is None, err
+  return model_dir
+
+
+def test_run_json_records_the_effective_settings(trained):
+  record = json.loads(open(os.path.join(trained, "run.json")).read())
+  s = record["settings"]
+  assert record["script"] == "run_classifier.py" and record["history"] == []
+  assert s["learning_rate"] == 1e-3 and s["max_seq_length"] == 16
+  assert s["adam_epsilon"] is not None          # the recipe's value, not the flag's None
+  assert s["model_config"]["n_layer"] == 2
+  assert len(s["sp_model"]["sha256"]) == 64 and "/" not in json.dumps(s["sp_model"])
+
+
+@pytest.mark.parametrize("change", [dict(learning_rate=2e-3), dict(max_seq_length=32),
+                                    dict(seed=1), dict(train_steps=4),
+                                    dict(summary_type="mean"), dict(uncased=False)])
+def test_a_result_changing_flag_is_refused_naming_both_values(sst2, trained, change):
+  before = {p: os.path.getmtime(os.path.join(trained, p)) for p in listing(trained)}
+  err, _ = run("run_classifier.py", **{**classifier_flags(sst2, trained), **change})
+  (name, value), = change.items()
+  assert err and err.startswith("run_classifier.py: --model_dir=") and "\n" not in err, err
+  assert f"--{name} " in err and "--allow_changed_settings" in err, err
+  after = {p: os.path.getmtime(os.path.join(trained, p)) for p in listing(trained)}
+  assert after == before          # nothing written, nothing removed
+
+
+def test_same_settings_resume_and_neutral_flags_never_block(sst2, trained):
+  err, lines = run("run_classifier.py", **classifier_flags(
+      sst2, trained, steps_per_loop=2, save_every=1, eval_batch_size=4, recompute=True,
+      xla="full", do_eval=True))
+  assert err is None, err
+  assert not any("other settings" in l for l in lines)
+
+
+def test_allow_changed_settings_continues_and_records_history(sst2, trained, tmp_path):
+  import shutil
+  copy = str(tmp_path / "copy")
+  shutil.copytree(trained, copy)
+  err, lines = run("run_classifier.py", **classifier_flags(
+      sst2, copy, learning_rate=5e-4, train_steps=4, allow_changed_settings=True))
+  assert err is None, err
+  record = json.loads(open(os.path.join(copy, "run.json")).read())
+  assert record["settings"]["learning_rate"] == 5e-4 and record["settings"]["train_steps"] == 4
+  (entry,) = record["history"]
+  assert entry["step"] == 2
+  assert entry["changed"]["learning_rate"] == [1e-3, 5e-4]
+  assert entry["changed"]["train_steps"] == [2, 4]
+  assert os.path.exists(os.path.join(copy, "ckpt", "ckpt-4.index"))
+
+
+def test_a_changed_tokenizer_or_data_file_is_refused(sst2, trained, tmp_path):
+  d, sp, cfg = sst2
+  other = tmp_path / "data"
+  other.mkdir()
+  for name in os.listdir(d):
+    if os.path.isfile(os.path.join(d, name)):
+      (other / name).write_bytes(open(os.path.join(d, name), "rb").read())
+  moved = (str(other), str(other / os.path.basename(sp)), str(other / "config.json"))
+  err, _ = run("run_classifier.py", **classifier_flags(moved, trained, do_train=False,
+                                                       do_eval=True))
+  assert err is None, err                   # evaluation alone compares nothing
+  lines = (other / "train.tsv").read_text().splitlines()
+  (other / "train.tsv").write_text("\n".join(lines[:-1]) + "\n")
+  err, _ = run("run_classifier.py", **classifier_flags(moved, trained))
+  assert err and "--data_dir sha256 " in err, err
+
+
+def test_model_dir_must_be_ours(sst2, tmp_path):
+  theirs = tmp_path / "theirs"
+  theirs.mkdir()
+  (theirs / "notes.txt").write_text("keep me")
+  err, _ = run("run_classifier.py", **classifier_flags(sst2, str(theirs)))
+  assert err and "holds files this project did not write" in err and "\n" not in err, err
+  assert listing(str(theirs)) == ["notes.txt"]
+  a_file = tmp_path / "a_file"
+  a_file.write_text("x")
+  err, _ = run("run_classifier.py", **classifier_flags(sst2, str(a_file)))
+  assert err and "is an existing file" in err, err
+  assert a_file.read_text() == "x"
+
+
+def test_warmup_past_the_last_step_warns(sst2, tmp_path):
+  err, lines = run("run_classifier.py", **classifier_flags(
+      sst2, str(tmp_path / "w"), warmup_steps=5))
+  assert err is None, err
+  assert any(l.startswith("warning: --warmup_steps=5 is at or past --train_steps=2") for l in
+             lines), lines
