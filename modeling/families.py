@@ -2,7 +2,10 @@
 builds and initialises its model, so that the tasks never ask which family they hold.
 
   family = families.get(model_type)      # "xlnet" | "mpnet"; anything else: a one-line error
-  family.config_from_json(path)          # XLNetConfig | MPNetConfig (HF config.json)
+  family.config_from_json(path)          # XLNetConfig | MPNetConfig (HF config.json), checked:
+                                         # unknown keys, ranges, the other family's file
+  family.check_rows(config, seq_len, flag, pad_id, vocab_size, source)   # the config against
+                                         # the longest row and the tokenizer (one-line errors)
   family.vocab_size(config)              # its vocabulary size (n_token | vocab_size)
   family.classifier(model_config, run_config, n_class, task_name, regression, summary_type,
                     use_proj)            # [B, n_class] logits ([B] for regression)
@@ -24,7 +27,9 @@ RunConfig, only `recompute` (a constructor argument).
 Adding a family: one class here with these methods and one line in FAMILIES.
 """
 
+from data_utils import outputs
 from modeling import loading
+from modeling import tokenizer_files
 from modeling.mpnet import hf as mpnet_hf
 from modeling.mpnet import models as mpnet_models
 from modeling.mpnet.config import MPNetConfig
@@ -44,6 +49,14 @@ class XLNet:
   @staticmethod
   def vocab_size(config):
     return config.n_token
+
+  @staticmethod
+  def check_rows(config, seq_len=None, flag="--max_seq_length", pad_id=None, vocab_size=None,
+                 source=None):
+    """XLNet's positions are relative (no table to outgrow) and any pad id works: only the
+    tokenizer's vocabulary must fit the embedding."""
+    del seq_len, flag, pad_id
+    _check_vocab_size(config.n_token, "n_token", vocab_size, source)
 
   @staticmethod
   def classifier(model_config, run_config, n_class, task_name, regression, summary_type,
@@ -88,6 +101,21 @@ class MPNet:
     return config.vocab_size
 
   @staticmethod
+  def check_rows(config, seq_len=None, flag="--max_seq_length", pad_id=None, vocab_size=None,
+                 source=None):
+    """The position table must hold the longest row (`seq_len` tokens, numbered from the pad id
+    on), the config's pad id must be the tokenizer's (`pad_id`: it numbers every position),
+    the tokenizer's vocabulary must fit the embedding."""
+    where = f"{source}: " if source else ""
+    if pad_id is not None and config.pad_token_id != pad_id:
+      raise ValueError(f"{where}pad_token_id={config.pad_token_id} but the tokenizer pads with "
+                       f"id {pad_id} (SentencePiece: <pad> = 5; MPNet's vocab.txt: 1), and the "
+                       f"pad id numbers every position: set \"pad_token_id\": {pad_id}")
+    if seq_len:
+      config.check_seq_len(seq_len, flag, source)
+    _check_vocab_size(config.vocab_size, "vocab_size", vocab_size, source)
+
+  @staticmethod
   def classifier(model_config, run_config, n_class, task_name, regression, summary_type,
                  use_proj):
     del task_name, summary_type, use_proj   # <s> pooled; dropout in the config
@@ -116,6 +144,19 @@ class MPNet:
   def initialize(model, path, log):
     """A Hugging Face MPNet directory fills the encoder; else a checkpoint (loading.py)."""
     loading.initialize_mpnet(model, path, log)
+
+
+def _check_vocab_size(size, key, vocab_size, source):
+  if vocab_size is not None and vocab_size > size:
+    where = f"{source}: " if source else ""
+    raise ValueError(f"{where}{key}={size} but the tokenizer has {vocab_size} tokens")
+
+
+def check_pretraining(model_type, config, seq_len, source=None):
+  """Before pretraining: the records are SentencePiece with XLNet's symbols (<pad> = 5), rows of
+  `seq_len` tokens (run_pretrain.py's --seq_len)."""
+  from data_utils.tokenization import PAD_ID
+  get(model_type).check_rows(config, seq_len, "--seq_len", pad_id=PAD_ID, source=source)
 
 
 def _recompute(run_config):
@@ -155,7 +196,21 @@ def hf_architecture(model):
   return family.hf.architecture(model)
 
 
-def export_hf(model, path, log=print, labels=None):
-  """`model` in the Hugging Face layout in directory `path` (its family's hf.export_hf)."""
+def export_hf(model, path, log=print, labels=None, tokenizer=None):
+  """`model` in the Hugging Face layout in directory `path` (its family's hf.export_hf), with
+  its tokenizer's files (`tokenizer`: a modeling/tokenizer_files.Source; None: the export has
+  none, said in the log). `path` follows the output rule (data_utils/outputs.py): absent,
+  empty or an earlier Hugging Face export of this project, else a one-line ValueError."""
   hf_architecture(model)
-  return of(model).hf.export_hf(model, path, log, labels=labels)
+  family = of(model)
+  if tokenizer is not None:
+    tokenizer_files.hf_files_check(tokenizer, family.name)
+  outputs.prepare_dir(path, "export_hf_dir", outputs.HF)
+  tokenizer_files.remove_stale(path, () if tokenizer is None else
+                               tokenizer_files.written_names(tokenizer, family.name))
+  family.hf.export_hf(model, path, log, labels=labels)
+  if tokenizer is None:
+    log(f"{path}: no tokenizer files (none given: --sp_model / --vocab_file)")
+  else:
+    tokenizer_files.write(path, tokenizer, family.name, log)
+  return path

@@ -3,6 +3,7 @@
 from absl import flags
 
 from modeling import families
+from modeling import tokenizer_files
 from modeling.run_config import RunConfig
 
 
@@ -83,11 +84,50 @@ def define_model_type_flags():
 
 
 def model_config_from_flags(flag_values=flags.FLAGS):
-  """The --model_type family's config (modeling/families.py): XLNetConfig, or MPNetConfig."""
+  """The --model_type family's config (modeling/families.py): XLNetConfig, or MPNetConfig,
+  checked (one-line ValueError naming the file): its keys and ranges, the other family's file,
+  and, with --max_seq_length, an MPNet position table too short for the rows."""
   if not flag_values.model_config_path:
     raise flags.ValidationError("--model_config_path is required")
   family = families.get(getattr(flag_values, "model_type", "xlnet"))
-  return family.config_from_json(flag_values.model_config_path)
+  config = family.config_from_json(flag_values.model_config_path)
+  family.check_rows(config, getattr(flag_values, "max_seq_length", None), "--max_seq_length",
+                    source=flag_values.model_config_path)
+  return config
+
+
+def resolve_tokenizer(flag_values=flags.FLAGS, log=print):
+  """The fine-tuning scripts' tokenizer, before anything reads text: with an --init_checkpoint
+  that records its tokenizer (this project's exports), --sp_model / --vocab_file / --uncased
+  default to it and a different one is refused in one line naming both; with one that does not
+  (a release), the given tokenizer's size must be the config's vocabulary. Sets the flags to
+  the tokenizer to use (modeling/tokenizer_files.py). ValueError (one line) otherwise."""
+  f = flag_values
+  given = tokenizer_files.Source.of(getattr(f, "sp_model", None), getattr(f, "vocab_file", None),
+                                    getattr(f, "uncased", False))
+  vocab_size = None
+  if given is not None and f.init_checkpoint and f.model_config_path:
+    family = families.get(getattr(f, "model_type", "xlnet"))
+    vocab_size = family.vocab_size(family.config_from_json(f.model_config_path))
+  uncased_given = "uncased" in f and f["uncased"].present
+  source = tokenizer_files.resolve(f.init_checkpoint, given, uncased_given, vocab_size, log)
+  if source is None or source == given:
+    return source
+  if source.kind == tokenizer_files.WORDPIECE:
+    f.vocab_file = source.path
+  else:
+    f.sp_model = source.path
+    if "uncased" in f:
+      f.uncased = source.uncased
+  return source
+
+
+def tokenizer_source(flag_values=flags.FLAGS):
+  """The Source of --sp_model / --vocab_file / --uncased (None without one): what an export
+  (--export_hf_dir) copies beside the weights."""
+  f = flag_values
+  return tokenizer_files.Source.of(getattr(f, "sp_model", None), getattr(f, "vocab_file", None),
+                                   getattr(f, "uncased", False))
 
 
 def run_config_from_flags(flag_values=flags.FLAGS):

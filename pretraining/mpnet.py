@@ -19,6 +19,8 @@ class MPNet(objective.Objective):
   name = "mpnet"
   family = "mpnet"
   carries_memory = False
+  export_files = ("config.json", "model.safetensors")
+  exports_hf_layout = True
 
   def build_model(self, task):
     mpnet_hf.special_tokens(task.model_config)   # the end-of-run export's check, before training

@@ -10,6 +10,12 @@ Shapes: B rows per replica, L tokens, P predictions per row, V vocabulary.
 
 import abc
 import dataclasses
+import json
+
+from data_utils import fileio
+
+# MODEL_DIR/export/export.json: the step every part of the export was made from (written last).
+EXPORT_RECORD = "export.json"
 
 
 class Objective(abc.ABC):
@@ -19,6 +25,8 @@ class Objective(abc.ABC):
   family = "xlnet"      # the model family it trains (modeling/families.py): config, recipes
   carries_memory = True     # Transformer-XL memory from step to step (when --mem_len > 0)
   exports_encoder = False   # run_pretrain.py --sp_model writes a SavedModel on raw text
+  export_files = ()         # the names `export` writes into MODEL_DIR/export
+  exports_hf_layout = False   # MODEL_DIR/export is a Hugging Face directory (+ its tokenizer)
 
   def run_config(self, run_config):
     """The RunConfig the model is built with: no memory for an objective that carries none."""
@@ -62,3 +70,36 @@ class Objective(abc.ABC):
   def export_encoder(self, task, model_dir, sp_model, uncased=False, log=print):
     """With exports_encoder: MODEL_DIR/export/saved_model, the encoder on raw text."""
     raise NotImplementedError(f"--objective={self.name} exports no encoder SavedModel")
+
+
+# ---- the export's record (pretraining/task.py's on_end, the objectives' export_encoder) -----
+def latest_step(model_dir):
+  """The step of MODEL_DIR's latest checkpoint (ckpt-N), or None."""
+  import tensorflow as tf
+  path = tf.train.latest_checkpoint(model_dir)
+  if not path:
+    return None
+  try:
+    return int(path.rsplit("-", 1)[1])
+  except (IndexError, ValueError):
+    return None
+
+
+def read_export_record(export_dir):
+  """export.json's dict, or None (absent or unreadable: the export is to be rewritten)."""
+  path = fileio.join(export_dir, EXPORT_RECORD)
+  try:
+    return json.loads(fileio.read_text(path)) if fileio.exists(path) else None
+  except (OSError, ValueError):
+    return None
+
+
+def remove_export_record(export_dir):
+  path = fileio.join(export_dir, EXPORT_RECORD)
+  if fileio.exists(path):
+    fileio.remove(path)
+
+
+def write_export_record(export_dir, record):
+  fileio.write_atomic(fileio.join(export_dir, EXPORT_RECORD),
+                      json.dumps(record, indent=2, sort_keys=True) + "\n")

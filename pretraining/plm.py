@@ -54,6 +54,8 @@ class PLM(objective.Objective):
   family = "xlnet"
   exports_encoder = True
   query_stream = True    # predictions from the query stream (mlm: from the content stream)
+  export_files = ("xlnet_config.json", "xlnet_model.ckpt.index",
+                  "xlnet_model.ckpt.data-00000-of-00001", "checkpoint")
 
   def build_model(self, task):
     return XLNetPretrainModel(task.model_config, task.run_config, nsp=task.config.nsp_weight > 0)
@@ -131,12 +133,32 @@ class PLM(objective.Objective):
 
   def export_encoder(self, task, model_dir, sp_model, uncased=False, log=print):
     """MODEL_DIR/export/saved_model: the encoder of the finished run (read back from its
-    release-named export, run without memory, bi_data or dropout) on raw text."""
+    release-named export, run without memory, bi_data or dropout) on raw text. Nothing to do
+    when the export's record (objective.EXPORT_RECORD) already names a SavedModel made with
+    this tokenizer at the export's step; otherwise the SavedModel and the tokenizer's files are
+    written and the record updated to list them."""
+    from modeling import tokenizer_files
+    export_root = fileio.join(model_dir, "export")
+    source = tokenizer_files.Source.of(sp_model, None, uncased)
+    record = objective.read_export_record(export_root)
+    if record and "saved_model" in record.get("parts", ()) and \
+        record.get("tokenizer") == source.sha256() and \
+        fileio.exists(fileio.join(export_root, "saved_model")):
+      log(f"{export_root}/saved_model: current (step {record.get('step')})")
+      return fileio.join(export_root, "saved_model")
     run_config = dataclasses.replace(task.run_config, bi_data=False, mem_len=0, reuse_len=0,
                                      dropout=0.0, dropatt=0.0)
     model = XLNetPretrainModel(task.model_config, run_config)
-    export_root = fileio.join(model_dir, "export")
     release_checkpoint.load_tf1_checkpoint(model, fileio.join(export_root, "xlnet_model.ckpt"))
-    return serving_tasks.export_encoder(model, Tokenizer(sp_model, lower=uncased),
+    path = serving_tasks.export_encoder(model, Tokenizer(sp_model, lower=uncased),
                                         task.config.seq_len,
                                         fileio.join(export_root, "saved_model"), log)
+    if record is not None:        # called after the task's export (no --sp_model in its config)
+      objective.remove_export_record(export_root)
+      tokenizer_files.write(export_root, source, None, log)
+      parts = [p for p in record.get("parts", []) if p != "saved_model"]
+      parts += [n for n in (tokenizer_files.FILE_NAMES[source.kind], tokenizer_files.INFO,
+                            "saved_model") if n not in parts]
+      objective.write_export_record(export_root, dict(record, parts=parts,
+                                                      tokenizer=source.sha256()))
+    return path

@@ -4,16 +4,24 @@ the export) is the objective's (pretraining/plm.py, mlm.py, mpnet.py; plm, mlm, 
 
 The memory of each batch lane is carried from step to step when the run config has one
 (mem_len > 0; the XLNet objectives).
+
+The export (MODEL_DIR/export) is one unit: the objective's weights and config, the tokenizer the
+records were written with (--sp_model: spiece.model + tokenizer_info.json) and, for XLNet, the
+encoder SavedModel. `EXPORT_RECORD` (export.json: the step, the parts, the tokenizer's sha256)
+is removed before a re-export starts and written after every part is in place (each written
+under a temporary name and renamed), so it names the step all parts were made from; a rerun
+whose latest checkpoint or tokenizer differs from the record re-exports every part.
 """
 
 import dataclasses
+import json
 
 import tensorflow as tf
 
 from data_utils import fileio
 from data_utils import pipeline
-from modeling import families, losses
-from pretraining import objectives
+from modeling import families, losses, tokenizer_files
+from pretraining import objective, objectives
 from training.task import OptimizerConfig, Task
 
 OBJECTIVES = objectives.NAMES
@@ -34,6 +42,15 @@ class PretrainConfig(OptimizerConfig):
   nsp_weight: float = 0.0
   num_hosts: int = 1
   verify_records: str = "auto"   # record files against their info: size | sha256 | auto
+  sp_model: str = None           # the records' SentencePiece model: exported with the model
+  uncased: bool = False
+
+
+EXPORT_RECORD = objective.EXPORT_RECORD
+latest_step = objective.latest_step
+read_export_record = objective.read_export_record
+remove_export_record = objective.remove_export_record
+write_export_record = objective.write_export_record
 
 
 class PretrainTask(Task):
@@ -55,6 +72,10 @@ class PretrainTask(Task):
     run_config = dataclasses.replace(run_config, bi_data=config.bi_data)
     self.config, self.model_config, self.run_config = config, model_config, run_config
     self.init_checkpoint = init_checkpoint
+    # the config against the rows: MPNet's positions and (records: SentencePiece) its pad id
+    families.get(self.family).check_rows(
+        model_config, config.seq_len, "--seq_len",
+        pad_id=_records_pad_id() if config.record_dir else None)
     self.seed = config.seed
     self.per_replica = config.bsz_per_host // config.num_core_per_host
     self.tokens_per_step = config.bsz_per_host * config.num_hosts * config.seq_len
@@ -134,7 +155,44 @@ class PretrainTask(Task):
       total = total + weight * value
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
+  def tokenizer(self):
+    """The records' tokenizer (modeling/tokenizer_files.Source) or None without --sp_model."""
+    return tokenizer_files.Source.of(self.config.sp_model, None, self.config.uncased)
+
   def on_end(self, model, model_dir, log):
+    tokenizer = self.tokenizer()
     if self.export_hf_dir:   # XLNetLMHeadModel / MPNetForMaskedLM
-      families.export_hf(model, self.export_hf_dir, log)
-    self.objective.export(self, model, fileio.join(model_dir, "export"), log)
+      families.export_hf(model, self.export_hf_dir, log, tokenizer=tokenizer)
+    export_dir = fileio.join(model_dir, "export")
+    step = latest_step(model_dir)
+    parts = self.export_parts(tokenizer)
+    want = {"step": step, "objective": self.objective.name, "parts": parts,
+            "tokenizer": tokenizer.sha256() if tokenizer else None}
+    if read_export_record(export_dir) == want and all(
+        fileio.exists(fileio.join(export_dir, p)) for p in parts):
+      log(f"{export_dir}: the export of step {step} is current")
+      return
+    remove_export_record(export_dir)       # incomplete until every part is written again
+    self.objective.export(self, model, export_dir, log)
+    if tokenizer is not None:
+      hf = self.family if self.objective.exports_hf_layout else None   # MPNet: an HF directory
+      tokenizer_files.write(export_dir, tokenizer, hf, log)
+    if self.objective.exports_encoder and tokenizer is not None:
+      self.objective.export_encoder(self, model_dir, tokenizer.path, tokenizer.uncased, log)
+    write_export_record(export_dir, want)
+    log(f"{export_dir}: exported step {step} ({', '.join(parts)})")
+
+  def export_parts(self, tokenizer):
+    """The names the export holds (the objective's files, the tokenizer's, the SavedModel)."""
+    parts = list(self.objective.export_files)
+    if tokenizer is not None:
+      parts += tokenizer_files.written_names(
+          tokenizer, self.family if self.objective.exports_hf_layout else None)
+      if self.objective.exports_encoder:
+        parts.append("saved_model")
+    return parts
+
+
+def _records_pad_id():
+  from data_utils.tokenization import PAD_ID   # the records: SentencePiece, XLNet's symbols
+  return PAD_ID

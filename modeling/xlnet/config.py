@@ -5,6 +5,7 @@ modeling/run_config.py's `RunConfig`.
 """
 
 import dataclasses
+import difflib
 import json
 
 from data_utils import fileio
@@ -18,6 +19,39 @@ TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_erf": "gelu", "relu": "relu"}
 # transformers' XLNetConfig defaults for the keys we read (used when config.json omits one).
 _HF_DEFAULTS = dict(vocab_size=32000, d_model=1024, n_layer=24, n_head=16, d_inner=4096,
                     ff_activation="gelu", layer_norm_eps=1e-12)
+# Every key transformers' XLNetConfig writes (and this project's export adds): any other key of
+# a Hugging Face XLNet config.json is a typo or another model's, refused.
+HF_KEYS = frozenset((
+    "_name_or_path", "architectures", "attn_type", "bi_data", "bos_token_id",
+    "chunk_size_feed_forward", "clamp_len", "d_head", "d_inner", "d_model", "dropout", "dtype",
+    "torch_dtype", "end_n_top", "eos_token_id", "ff_activation", "id2label", "initializer_range",
+    "is_encoder_decoder", "label2id", "layer_norm_eps", "mem_len", "model_type", "n_head",
+    "n_layer", "output_attentions", "output_hidden_states", "pad_token_id", "problem_type",
+    "return_dict", "reuse_len", "same_length", "start_n_top", "summary_activation",
+    "summary_last_dropout", "summary_type", "summary_use_proj", "tie_word_embeddings",
+    "transformers_version", "use_mems_eval", "use_mems_train", "vocab_size", "num_labels",
+    "untie_r", "finetuning_task", "sep_token_id", "cls_token_id", "use_cache", "task_specific_params",
+    "tokenizer_class", "prefix", "is_decoder", "add_cross_attention", "torchscript",
+    "pruned_heads", "gradient_checkpointing"))
+# Keys only an MPNet (BERT-style) config has: such a file given as XLNet's is named as MPNet's.
+MPNET_KEYS = frozenset(("hidden_size", "num_hidden_layers", "num_attention_heads",
+                        "intermediate_size", "max_position_embeddings",
+                        "relative_attention_num_buckets", "hidden_act",
+                        "position_embeddings_shift"))
+
+
+def _family_hint(keys):
+  """ValueError when `keys` are an MPNet config's (the other family's file)."""
+  mpnet = sorted(set(keys) & MPNET_KEYS)
+  if mpnet:
+    raise ValueError(f"looks like an MPNet config ({', '.join(mpnet[:4])}), not XLNet's: pass "
+                     "--model_type=mpnet (or --objective=mpnet), or an XLNet config")
+
+
+def _unknown(keys, known):
+  """'name (did you mean ...?)' for each key of `keys` not in `known`."""
+  return [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(k, sorted(known), n=1))
+          else k for k in sorted(set(keys) - set(known))]
 
 
 @dataclasses.dataclass
@@ -57,8 +91,10 @@ class XLNetConfig:
 
   @classmethod
   def from_dict(cls, d):
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - known)
+    if not isinstance(d, dict):
+      raise ValueError("not a JSON object")
+    _family_hint(d)
+    unknown = _unknown(d, {f.name for f in dataclasses.fields(cls)})
     if unknown:
       raise ValueError(f"unknown XLNetConfig keys: {', '.join(unknown)}")
     return cls(**d)
@@ -69,7 +105,12 @@ class XLNetConfig:
     d_model // n_head, ff_activation by HF_ACTIVATIONS, untie_r True (HF's XLNet always holds
     per-layer relative biases, whatever its untie_r says)."""
     if d.get("model_type", "xlnet") != "xlnet":
-      raise ValueError(f"a Hugging Face {d['model_type']!r} config, not XLNet")
+      raise ValueError(f"a Hugging Face {d['model_type']!r} config, not XLNet"
+                       + ("; pass --model_type=mpnet" if d["model_type"] == "mpnet" else ""))
+    _family_hint(d)
+    unknown = _unknown(d, HF_KEYS)
+    if unknown:
+      raise ValueError(f"unknown Hugging Face XLNet config keys: {', '.join(unknown)}")
     d = {**_HF_DEFAULTS, **d}
     if d["ff_activation"] not in HF_ACTIVATIONS:
       raise ValueError(f"ff_activation {d['ff_activation']!r} is not supported "
