@@ -21,16 +21,17 @@ is, and replaced at the next publish.
 Test hook (tests/training/test_best_checkpoint.py): with PAUSE_ENV=POINT or POINT:N in the
 environment, the N-th publish of the process (default the first) logs one line and sleeps (10 minutes) at
 POINT, so a test can SIGKILL the run there: "written" (step 1 done, best.json not yet
-switched), "switched" (step 2 done, the old best not yet deleted). Unset: no pause.
+switched), "switched" (step 2 done, the old best not yet deleted); a stop request (SIGTERM,
+SIGINT: training/preemption.py) ends the pause and the publish completes. Unset: no pause.
 """
 
 import json
 import math
 import os
-import time
 
 from data_utils import fileio
 from modeling import checkpoint as ckpt_lib
+from training import preemption
 
 POINTER = ckpt_lib.BEST_POINTER
 LEGACY_CHECKPOINT = ckpt_lib.BEST_LEGACY_CHECKPOINT
@@ -92,7 +93,7 @@ def _pause(point, path, log):
   name, _, nth = hook.partition(":")
   if name == point and _publishes[0] == int(nth or 1):
     log(f"best checkpoint paused {point}: {path}")
-    time.sleep(600)
+    preemption.sleep(600)
 
 
 def publish(best_dir, model, step, results, log=print):

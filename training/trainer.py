@@ -8,11 +8,16 @@ XLA-compiled (--xla, see XLA_MODES); checkpoints every `save_every` steps (model
 carried state; the data position is the step), keeps the last K, resumes
 exactly, writes TensorBoard scalars and a log line with rate and ETA.
 
+A SIGTERM (preemption) or SIGINT (Ctrl-C) during the loop stops the run at the next host-loop
+boundary with a checkpoint, one line and exit status 75 (training/preemption.py: the rules for
+evaluations, checkpoint writes, second signals and several hosts).
+
 The task interface is training/task.Task (written there once): build_model, dataset and loss,
 with optional evaluate / eval_without_labels / main_metric, carried state, initialize, on_end
 and export.
 """
 
+import contextlib
 import json
 import os
 import time
@@ -28,6 +33,7 @@ from training import best as best_lib
 from training import distribution
 from training import loss_scale
 from training import optimization
+from training import preemption
 
 # How the train step is compiled (--xla):
 #   full     the whole step is one XLA computation (jit_compile=True): the TPU path and
@@ -90,9 +96,13 @@ def configure_determinism(enabled):
 # environment, once the files of checkpoint STEP are complete the trainer logs "checkpoint written, not yet
 # published: PATH" and sleeps (10 minutes) before tf.train.CheckpointManager names it in its
 # `checkpoint` state file (the manager runs write callbacks in order, its own last), so a test
-# can SIGKILL the run inside that window. Unset: no callback, no pause.
+# can SIGKILL the run inside that window; a stop request (SIGTERM, SIGINT) ends the pause, so a
+# test can also signal the run there. Unset: no callback, no pause.
 PAUSE_BEFORE_PUBLISH_ENV = "TRAINER_TEST_PAUSE_BEFORE_PUBLISH"
 PAUSE_BEST_ENV = best_lib.PAUSE_ENV    # the same for best/'s publish points (training/best.py)
+# and with PAUSE_IN_EVALUATION_ENV=STEP, the evaluation of STEP logs "evaluating step STEP" and
+# sleeps before the task's evaluation runs (where a stop request abandons it).
+PAUSE_IN_EVALUATION_ENV = "TRAINER_TEST_PAUSE_IN_EVALUATION"
 LAST_EVAL = "last.json"                # MODEL_DIR/eval/: the last evaluation's step and results
 
 
@@ -102,7 +112,7 @@ def _save_options(step, log):
 
   def pause_before_publish(path):
     log(f"checkpoint written, not yet published: {path}")
-    time.sleep(600)
+    preemption.sleep(600)
   return tf.train.CheckpointOptions(experimental_write_callbacks=[pause_before_publish])
 
 
@@ -135,6 +145,8 @@ class Trainer:
     self.checkpoint_state = checkpoint_state   # False: a resume starts from initial_state
     self.best, self.eval_history = None, []     # the best main metric so far; (step, results)
     self.eval_skipped, self._told_skipped = None, False   # why evaluation is skipped, if it is
+    self.stopper = preemption.Watch()           # train(): the signals' (training/preemption.py)
+    self._multi_client, self._agree = False, None   # train(): hosts agree on a stop
 
   # ---- set-up --------------------------------------------------------------
   def _build(self):
@@ -285,7 +297,13 @@ class Trainer:
     best/ with its score (training/best.py); the results go to eval/last.json."""
     if self._skip_evaluation():
       return
-    results = self.task.evaluate(self.model)
+    # a stop request abandons the evaluation (one host only: several must stay in step); the
+    # rerun evaluates this step again, as eval/last.json does not record it
+    with (contextlib.nullcontext() if self._multi_client else self.stopper.abandonable()):
+      if os.environ.get(PAUSE_IN_EVALUATION_ENV) == str(step):
+        self.log(f"evaluating step {step}")
+        preemption.sleep(600)
+      results = self.task.evaluate(self.model)
     metric = self.task.main_metric
     if metric not in results:     # e.g. SquadTask.predict on a file without answers: {}
       self.eval_skipped = (f"the task's evaluation gave no {metric} (data without labels?): "
@@ -321,7 +339,8 @@ class Trainer:
 
   def _resume_evaluation(self, restored, step):
     """On a resume: the recorded best score (a new best must beat it), stale entries of best/
-    removed, and the restored step evaluated if the stopped run had not finished doing so."""
+    removed, and the restored step evaluated if the stopped run had not finished doing so (a
+    step the run evaluates at: a stop checkpoint between --save_every points has none)."""
     self.best, self.eval_history = None, []
     self.eval_skipped, self._told_skipped = None, False
     if not getattr(self.task, "evaluate", None) or self._skip_evaluation():
@@ -334,15 +353,53 @@ class Trainer:
     if self.best is not None:
       self.log(f"best so far: {self.task.main_metric} {self.best:.4f} at step "
                f"{record.get('step')} ({ckpt})")
-    if _last_evaluated(self.model_dir) < step:
+    if self._evaluates_at(step) and _last_evaluated(self.model_dir) < step:
       self.log(f"evaluating step {step} again: the stopped run did not record its evaluation")
       self._evaluate(step)
 
+  def _evaluates_at(self, step):
+    """A step the run saves (and evaluates) at: every save_every steps and the last one."""
+    return step % self.save_every == 0 or step == self.train_steps
+
+  def _stop_agreed(self):
+    """Whether to stop at this host-loop boundary: a signal here; on several hosts, on any of
+    them (a scalar all-reduce every host makes at the same boundary)."""
+    if not self._multi_client:
+      return self.stopper.requested
+    if self._agree is None:
+      strategy = self.strategy
+
+      @tf.function
+      def agree(flag):
+        flags = strategy.run(tf.identity, args=(flag,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, flags, axis=None) > 0
+      self._agree = agree
+    return bool(self._agree(tf.constant(float(self.stopper.requested))))
+
+  def _save(self, step, state, counted=True):
+    """The checkpoint of `step` (model, optimizer, carried state, dropout streams). A stop
+    checkpoint between save points is not `counted`: the checkpoint's save counter stays at the
+    run's regular saves, so later checkpoints have the bytes of a run never stopped."""
+    self._save_state(state)
+    if not counted:
+      self.checkpoint.save_counter.assign_sub(1)        # the manager adds 1 again
+    path = self.save_manager.save(checkpoint_number=step, options=_save_options(step, self.log))
+    self.log(f"saved {path}")
+
   def train(self):
-    """Runs to train_steps (resuming if a checkpoint exists); returns the loss history."""
+    """Runs to train_steps (resuming if a checkpoint exists); returns the loss history. A
+    SIGTERM / SIGINT stops it with a checkpoint, one line and preemption.Stopped (a SystemExit
+    with status preemption.EXIT_PREEMPTED); the previous signal handlers are back afterwards."""
+    self._multi_client, self._agree = distribution.is_multi_client(self.strategy), None
     with distribution.write_dir(self.strategy, self.model_dir) as write_dir:
       self.write_dir = write_dir
-      return self._train()
+      with preemption.watch() as self.stopper:
+        try:
+          history = self._train()
+        except preemption.Abandoned:       # an evaluation cut short: its checkpoint is published
+          preemption.stop(int(self.step.numpy()), self.log)
+      self.task.on_end(self.model, self.write_dir, self.log)   # exports: the chief's only
+      return history
 
   def _train(self):
     self._build()
@@ -385,13 +442,19 @@ class Trainer:
                        for k, v in sorted(metrics.items()))     # ints: loss-scale counts
       self.log(f"step {step}/{self.train_steps} loss {loss:.4f} {extra} lr {lr:.2e} "
                f"{elapsed / n:.2f}s/step {rate:,.0f} tokens/s ETA {eta:.0f}s")
-      if step % self.save_every == 0 or step == self.train_steps:
-        self._save_state(state)
-        path = self.save_manager.save(checkpoint_number=step,
-                                      options=_save_options(step, self.log))
-        self.log(f"saved {path}")
-        if getattr(self.task, "evaluate", None):
+      # a stop request during the host loop: its steps are done, saved here; during the save:
+      # it completes, then the run stops (several hosts: at the next boundary, agreed)
+      stop = self._stop_agreed()
+      if stop or self._evaluates_at(step):
+        self._save(step, state, counted=self._evaluates_at(step))
+        stop = stop or (self.stopper.requested and not self._multi_client)
+        if not stop and getattr(self.task, "evaluate", None):
           self._evaluate(step)
+        stop = stop or (self.stopper.requested and not self._multi_client)
+      if stop:
+        writer.flush()
+        preemption.stop(step, self.log)
     writer.flush()
-    self.task.on_end(self.model, self.write_dir, self.log)   # exports: the chief's only
+    if self._stop_agreed():    # asked before the loop (a rerun of a finished run)
+      preemption.stop(step, self.log)
     return history
