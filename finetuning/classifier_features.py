@@ -5,14 +5,22 @@ Rows are laid out per model type (data_utils/layouts.py: XLNet left padded with
 Features are cached under a name carrying the task, split, length, tokenizer,
 model type and a stamp of the source file(s) (size and modification time), so an
 edited data file is re-read; a cache that fails its size or CRC checks is rebuilt.
+
+The cache directory (--cache_dir, default MODEL_DIR/features) is an output of kind
+outputs.FEATURES: checked when the task is made (check_cache_dir: a file, or a folder of
+somebody else's files, is refused in one line before any work) and marked when the first cache
+file is written (claim_cache_dir). A directory an earlier version wrote (no marker, only files
+named by `cache_name`) counts as ours.
 """
 
 import hashlib
+import re
 
 import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
+from data_utils import outputs
 from data_utils import tfrecord
 from data_utils import layouts
 
@@ -51,6 +59,49 @@ def cache_name(task, split, max_seq_length, vocab_path, uncased, model_type="xln
   vocab_hash = hashlib.sha256(fileio.read_bytes(vocab_path)).hexdigest()[:10]
   return (f"{task}.{split}.len-{max_seq_length}.vocab-{vocab_hash}."
           f"{'uncased' if uncased else 'cased'}.{model_type}.src-{source}.tfrecord")
+
+
+# cache_name's files, and fileio.atomic_write's temporary names of them
+_CACHE_FILE = re.compile(r"^.+\.len-\d+\.vocab-[0-9a-f]{10}\.(cased|uncased)\.[A-Za-z0-9_]+"
+                         r"\.src-(none|[0-9a-f]{8})\.tfrecord(\.tmp-[0-9]+-[0-9a-f]+)?$")
+
+
+def is_cache_file(name):
+  """Whether a file name is one `cache_name` gives (or its temporary name while written)."""
+  return bool(_CACHE_FILE.match(name))
+
+
+def is_earlier_cache(path):
+  """Whether directory PATH, without the project's marker, is a feature cache of an earlier
+  version: it holds files and every one of them is named by `cache_name`."""
+  if outputs.read_marker(path) is not None or not fileio.isdir(path):
+    return False
+  names = fileio.listdir_light(path)
+  return bool(names) and all(is_cache_file(n) for n in names)
+
+
+def check_cache_dir(path, flag="cache_dir"):
+  """ValueError (one line naming `flag` and PATH) unless PATH may hold the feature cache:
+  absent, empty, marked as a feature cache, or an earlier version's cache (is_earlier_cache).
+  Writes nothing."""
+  try:
+    return outputs.check_dir(path, flag, outputs.FEATURES)
+  except ValueError:
+    if is_earlier_cache(path):
+      return "earlier"
+    raise
+
+
+def claim_cache_dir(path, flag="cache_dir"):
+  """check_cache_dir again (the path may have changed since), then PATH created and marked as
+  a feature cache; call before writing the first cache file."""
+  check_cache_dir(path, flag)
+  outputs.claim_dir(path, outputs.FEATURES)
+
+
+def count_records(path, max_seq_length):
+  """The number of feature records in cache file `path` (they all have one size)."""
+  return fileio.size(path) // (16 + _layout(max_seq_length).record_bytes)
 
 
 def check_cache(path, max_seq_length):

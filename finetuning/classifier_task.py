@@ -58,6 +58,7 @@ class ClassifierTask(Task):
   """See training/trainer.py for the interface."""
 
   recipe_script = "classifier"
+  feature_cache = True      # features cached under --cache_dir (RACE keeps them in memory)
 
   @property
   def family(self):
@@ -74,9 +75,10 @@ class ClassifierTask(Task):
     self.tokens_per_step = config.train_batch_size * config.max_seq_length
     eval_metrics = metrics.task_metrics(self.spec.name, [0, 1], [0, 1])
     self.main_metric = next(iter(eval_metrics))
-    if config.cache_dir:
-      fileio.makedirs(config.cache_dir)
+    if config.cache_dir and self.feature_cache:   # refused before any work; made when written
+      classifier_features.check_cache_dir(config.cache_dir)
     self._checked = set()     # (cache path, size, mtime) already checked in this process
+    self._claimed = self._warned_small = False
 
   @property
   def tokenizer(self):
@@ -104,6 +106,9 @@ class ClassifierTask(Task):
       examples = classifier_data.read_split(self.spec, c.data_dir, split)
       feats = classifier_features.encode(self.tokenizer, examples, c.max_seq_length,
                                          self.spec.labels, c.model_type)
+      if not self._claimed:     # checked again: the directory may have changed since
+        classifier_features.claim_cache_dir(c.cache_dir)
+        self._claimed = True
       classifier_features.write_cache(path, feats)
     self._checked.add(stamp())
     return path
@@ -123,6 +128,11 @@ class ClassifierTask(Task):
     if input_context:
       batch = input_context.get_per_replica_batch_size(batch)
     ds = self._dataset("train", batch, train=True, input_context=input_context)
+    if not self._warned_small:
+      self._warned_small = True
+      warn_small_train_set(classifier_features.count_records(
+          self.features_path("train"), self.config.max_seq_length),
+                           self.config.train_batch_size)
     return ds.skip(skip_batches) if skip_batches else ds
 
   # ---- model ------------------------------------------------------------------------
@@ -187,6 +197,16 @@ class ClassifierTask(Task):
         value = f"{float(p):.3f}" if self.spec.is_regression else self.spec.labels[int(p)]
         f.write(f"{ex.guid}\t{value}\n")
     return path
+
+
+def warn_small_train_set(n, batch_size, unit="examples", log=print):
+  """One warning line when a train set of `n` rows is smaller than one (global) batch. Such a
+  set still trains: the fine-tuning datasets repeat before they batch (drop_remainder then
+  never drops a whole epoch), so every batch is the same rows, each about batch/n times."""
+  if 0 < n < batch_size:
+    log(f"warning: the train set has {n:,} {unit}, fewer than one batch of {batch_size:,}: "
+        f"every step trains on the same {n:,}, each repeated about {batch_size / n:.1f} times "
+        "in its batch (lower --train_batch_size, or add data)")
 
 
 # ---- --export_dir: the serving module and the Python path it is checked against ----------

@@ -172,6 +172,7 @@ class RaceTask(classifier_task.ClassifierTask):
   """Multiple choice over 4 options; accuracy on middle, high and all."""
 
   recipe_script = "race"
+  feature_cache = False     # features in memory: --cache_dir is not used
 
   def __init__(self, config, model_config, run_config, init_checkpoint=None, max_qa_length=128):
     self.max_qa_length = max_qa_length
@@ -201,6 +202,10 @@ class RaceTask(classifier_task.ClassifierTask):
     ds = tf.data.Dataset.from_tensor_slices({k: v for k, v in feats.items() if k != "level"})
     if not train:
       return ds.batch(batch_size)
+    if not self._warned_small:
+      self._warned_small = True
+      classifier_task.warn_small_train_set(len(feats["label"]), self.config.train_batch_size,
+                                           "questions")
     ds = task_lib.host_examples(ds, input_context).shuffle(10_000, seed=self.config.seed)
     return task_lib.static_batches(ds.repeat().batch(batch_size, drop_remainder=True),
                                    batch_size)

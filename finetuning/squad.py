@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio, layouts
-from finetuning import squad_features, squad_metrics
+from finetuning import classifier_task, squad_features, squad_metrics
 from modeling import families
 from modeling import flags as model_flags
 from serving import export
@@ -64,6 +64,7 @@ class SquadTask(Task):
     self.seed = flags_config.seed
     self.tokens_per_step = flags_config.train_batch_size * flags_config.max_seq_length
     self._train = None
+    self._warned_small = False     # warn_small_train_set: once
 
   def _features(self, path, is_training):
     """Examples and windows of one file; prints one line saying what was used."""
@@ -91,6 +92,10 @@ class SquadTask(Task):
     if input_context:
       batch = input_context.get_per_replica_batch_size(batch)
     ds = tf.data.Dataset.from_tensor_slices(self.train_arrays())
+    if not self._warned_small:
+      self._warned_small = True
+      classifier_task.warn_small_train_set(len(self.train_arrays()["input_ids"]),
+                                           self.c.train_batch_size, "windows")
     ds = task_lib.host_examples(ds, input_context)
     ds = ds.shuffle(len(self.train_arrays()["input_ids"]), seed=self.seed).repeat()
     ds = task_lib.static_batches(ds.batch(batch, drop_remainder=True), batch)
