@@ -37,5 +37,6 @@ def test_each_family_builds_its_own_task_models(tmp_path):
     assert type(model) is squad and (model.start_n_top, model.end_n_top) == (2, 3)
   (tmp_path / "x.json").write_text(xlnet_config.to_json())
   assert families.get("xlnet").config_from_json(str(tmp_path / "x.json")) == xlnet_config
-  (tmp_path / "m.json").write_text(json.dumps({"vocab_size": 40, "hidden_size": 16}))
+  (tmp_path / "m.json").write_text(json.dumps({"vocab_size": 40, "hidden_size": 16,
+                                               "num_attention_heads": 2}))
   assert families.get("mpnet").config_from_json(str(tmp_path / "m.json")).hidden_size == 16
