@@ -51,7 +51,8 @@ def run(f, model_dir, strategy):
                                "sha256": fingerprint.files_digest(resolved.info_files)}})
   run_record.start(model_dir, "run_pretrain.py", settings,
                    allow_changes=f[run_record.ALLOW_FLAG].value,
-                   write=distribution.is_chief(strategy))
+                   write=distribution.is_chief(strategy),
+                   neutral=("sp_model", "uncased"))   # only the export's tokenizer
   trainer = trainer_lib.Trainer(task, strategy, model_dir, f.train_steps, f.steps_per_loop,
                                 f.save_every, f.keep_checkpoints, f.xla,
                                 checkpoint_state=f.checkpoint_memory)

@@ -105,7 +105,8 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
              model_dir=f"{b}/pretrain", mem_len=16, learning_rate=1e-3, warmup_steps=1,
              steps_per_loop=2, save_every=2, seed=0, xla="off", **shape)
   run_main("run_pretrain.py", train_steps=2, **pre)
-  run_main("run_pretrain.py", train_steps=4, sp_model=f"{spm}.model", **pre)   # resumes at 2
+  run_main("run_pretrain.py", train_steps=4, sp_model=f"{spm}.model",   # resumes at 2 (run.json:
+           allow_changed_settings=True, **pre)                       # more steps, recorded)
   out = capsys.readouterr().out
   assert f"resumed from {b}/pretrain/ckpt/ckpt-2 at step 2" in out, out[-2000:]
   export = f"{b}/pretrain/export"

@@ -124,11 +124,13 @@ def _flat(settings, prefix=""):
   return out
 
 
-def differences(recorded, current):
-  """[(name, recorded value, current value)] of the result-changing settings that differ."""
+def differences(recorded, current, neutral=()):
+  """[(name, recorded value, current value)] of the result-changing settings that differ
+  (NEUTRAL and the script's own `neutral` names left out)."""
   a, b = _flat(recorded), _flat(current)
+  skip = NEUTRAL | set(neutral)
   return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
-          if k.split(".")[0] not in NEUTRAL and a.get(k) != b.get(k)]
+          if k.split(".")[0] not in skip and a.get(k) != b.get(k)]
 
 
 def _show(value):
@@ -202,12 +204,13 @@ def read(model_dir):
   return record
 
 
-def start(model_dir, script, settings, allow_changes=False, write=True, log=print):
+def start(model_dir, script, settings, allow_changes=False, write=True, log=print, neutral=()):
   """Checks SETTINGS against MODEL_DIR's run.json and records them (see the module docstring).
 
   Returns "new", "same", "changed" or "adopted". Raises ValueError (one line, nothing written)
   for a directory that is not a run of this project or a rerun with other settings without
-  `allow_changes`. `write` False (a non-chief host): checks only."""
+  `allow_changes`. `write` False (a non-chief host): checks only. `neutral`: the script's own
+  settings that do not change its result (run_pretrain.py's --sp_model: only its export)."""
   state = check_dir(model_dir)
   record = read(model_dir) if state not in ("new", "empty") else None
   if record is None:
@@ -219,7 +222,7 @@ def start(model_dir, script, settings, allow_changes=False, write=True, log=prin
       _write(model_dir, {"script": script, "created": _now(), "settings": settings,
                          "history": []})
     return "new" if state in ("new", "empty") else "adopted"
-  diffs = differences(record["settings"], settings)
+  diffs = differences(record["settings"], settings, neutral)
   if not diffs:
     return "same"
   if not allow_changes:

@@ -147,3 +147,49 @@ def test_warmup_past_the_last_step_warns(sst2, tmp_path):
   assert err is None, err
   assert any(l.startswith("warning: --warmup_steps=5 is at or past --train_steps=2") for l in
              lines), lines
+
+
+@pytest.fixture(scope="module")
+def pretrain(tmp_path_factory, text_and_sp):
+  """run_pretrain.py's flags on tiny records, and a finished 2-step plm run."""
+  from data_utils.tokenization import Tokenizer
+  from tests import pretrain_helpers as ph
+  text, sp = text_and_sp
+  base = tmp_path_factory.mktemp("ptrun")
+  records = ph.make_records(text, sp, base / "records")
+  cfg = base / "config.json"
+  cfg.write_text(json.dumps({"n_layer": 2, "d_model": 16, "n_head": 2, "d_head": 8,
+                             "d_inner": 32, "n_token": Tokenizer(sp, lower=True).vocab_size}))
+  args = lambda model_dir, **extra: {**dict(
+      record_dir=records, model_config_path=cfg, model_dir=model_dir, train_steps=2,
+      steps_per_loop=1, save_every=2, learning_rate=1e-3, warmup_steps=0, xla="off"), **extra}
+  model_dir = str(base / "run")
+  err, _ = run("run_pretrain.py", **args(model_dir))
+  assert err is None, err
+  return args, model_dir, base
+
+
+@pytest.mark.parametrize("change", [dict(objective="mlm"), dict(learning_rate=3e-3),
+                                    dict(mem_len=8), dict(seed=3)])
+def test_pretraining_rerun_with_other_settings_is_refused(pretrain, change):
+  args, model_dir, _ = pretrain
+  err, _ = run("run_pretrain.py", **args(model_dir, **change))
+  (name, _), = change.items()
+  assert err and err.startswith("run_pretrain.py: --model_dir=") and f"--{name} " in err, err
+
+
+def test_pretraining_same_settings_resume_and_changed_records_refused(pretrain):
+  args, model_dir, base = pretrain
+  err, lines = run("run_pretrain.py", **args(model_dir, steps_per_loop=2, keep_checkpoints=2))
+  assert err is None, err
+  info = sorted(p for p in os.listdir(base / "records") if p.startswith("record_info"))[0]
+  path = base / "records" / info
+  original = path.read_text()
+  try:
+    data = json.loads(original)
+    data["seed_note"] = "edited"        # any change of the record set's infos
+    path.write_text(json.dumps(data))
+    err, _ = run("run_pretrain.py", **args(model_dir))
+    assert err and "--record_dir sha256 " in err, err
+  finally:
+    path.write_text(original)
