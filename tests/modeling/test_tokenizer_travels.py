@@ -226,3 +226,27 @@ def test_released_checkpoint_vocabulary_size_is_checked(tmp_path, text_and_sp, c
   fv = _flag_values([f"--init_checkpoint={release}/xlnet_model.ckpt",
                      f"--model_config_path={config}", f"--sp_model={text_and_sp[1]}"])
   assert model_flags.resolve_tokenizer(fv, log=lambda m: None).path == text_and_sp[1]
+
+
+def test_xlnet_pretraining_export_holds_every_part_of_one_step(tmp_path, text_and_sp):
+  """plm: checkpoint, config, tokenizer and encoder SavedModel exported together under one
+  record; the run's later export_encoder call (run_pretrain.py) then has nothing to do."""
+  from pretraining.task import PretrainConfig, PretrainTask
+  sp = text_and_sp[1]
+  config = PretrainConfig(seq_len=16, reuse_len=8, num_predict=4, bsz_per_host=2,
+                          objective="plm", bi_data=False, sp_model=sp, uncased=True)
+  task = PretrainTask(config, XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
+                                          n_token=800), RunConfig(dropout=0.0, dropatt=0.0))
+  model = task.build_model()
+  model.ensure_built()
+  model_dir = str(tmp_path / "run")
+  _checkpoint_state(model_dir, 100)
+  logs = []
+  task.on_end(model, model_dir, logs.append)
+  export = os.path.join(model_dir, "export")
+  record = json.loads(open(os.path.join(export, "export.json")).read())
+  assert record["step"] == 100 and {"saved_model", "spiece.model", "xlnet_model.ckpt.index"} <= \
+      set(record["parts"])
+  assert os.path.exists(os.path.join(export, "saved_model", "saved_model.pb"))
+  task.objective.export_encoder(task, model_dir, sp, True, logs.append)
+  assert logs[-1].endswith("saved_model: current (step 100)")
