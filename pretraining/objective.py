@@ -101,5 +101,6 @@ def remove_export_record(export_dir):
 
 
 def write_export_record(export_dir, record):
+  fileio.makedirs(export_dir)
   fileio.write_atomic(fileio.join(export_dir, EXPORT_RECORD),
                       json.dumps(record, indent=2, sort_keys=True) + "\n")

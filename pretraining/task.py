@@ -179,8 +179,7 @@ class PretrainTask(Task):
       tokenizer_files.write(export_dir, tokenizer, hf, log)
     if self.objective.exports_encoder and tokenizer is not None:
       self.objective.export_encoder(self, model_dir, tokenizer.path, tokenizer.uncased, log)
-    write_export_record(export_dir, want)
-    log(f"{export_dir}: exported step {step} ({', '.join(parts)})")
+    write_export_record(export_dir, want)   # last: names the step of every part
 
   def export_parts(self, tokenizer):
     """The names the export holds (the objective's files, the tokenizer's, the SavedModel)."""

@@ -154,7 +154,8 @@ def test_pretraining_export_records_its_step_and_is_never_half_stale(tmp_path, t
   assert open(os.path.join(export, "model.safetensors"), "rb").read() != weights
   os.remove(os.path.join(export, "export.json"))          # killed between parts
   task.on_end(model, model_dir, logs.append)
-  assert "exported step 110" in logs[-1]
+  assert json.loads(open(os.path.join(export, "export.json")).read())["step"] == 110
+  assert "the export of step 110 is current" not in logs[-1]
   hf = _auto_tokenizer(export)                            # the export is an HF directory
   assert hf.encode(SENTENCES[0], add_special_tokens=False) == \
       list(Tokenizer(sp, lower=True).encode_lines([SENTENCES[0]])[0])
