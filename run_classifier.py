@@ -61,6 +61,7 @@ def main(argv):
       required=["task_name", *(["data_dir"] if reads_data else []), "model_dir",
                 "model_config_path"])
   try:
+    model_flags.resolve_tokenizer(FLAGS)     # an export's own tokenizer by default
     config = classifier_task.config_from_flags(
         FLAGS, FLAGS.task_name, FLAGS.cache_dir or fileio.join(model_dir, "features"))
     task = ClassifierTask(config, model_flags.model_config_from_flags(),

@@ -59,6 +59,7 @@ def main(argv):
       actions=["do_train", "do_eval", "do_predict", "export_dir", "export_hf_dir"],
       required=[*(["data_dir"] if reads_data else []), "model_dir", "model_config_path"])
   try:
+    model_flags.resolve_tokenizer(FLAGS)     # an export's own tokenizer by default
     config = classifier_task.config_from_flags(FLAGS, "race",
                                                fileio.join(model_dir, "features"))
     task = RaceTask(config, model_flags.model_config_from_flags(),

@@ -70,6 +70,7 @@ def main(argv):
         "run_squad.py", FLAGS, check=lambda: squad.check_flags(FLAGS),
         actions=["do_train", "do_predict", "do_eval_only", "export_dir", "export_hf_dir"],
         required=["model_dir", "model_config_path", *data])
+    model_flags.resolve_tokenizer(FLAGS)     # an export's own tokenizer by default
     task = squad.task_from_flags(FLAGS, model_dir)
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None

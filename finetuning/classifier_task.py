@@ -168,6 +168,13 @@ class ClassifierTask(Task):
     """The SavedModel on raw text (export_classifier)."""
     return export_classifier(self, model, export_dir, log, padding=padding, xla=xla)
 
+  def prepare_training_data(self):
+    """The train split's features (and the evaluation split's), read, checked and cached
+    before the run writes anything."""
+    self.features_path("train")
+    if self.evaluate and self.config.eval_split in self.spec.files:
+      self.features_path(self.config.eval_split)
+
   def eval_without_labels(self, split=None):
     """Why `split` (default --eval_split) cannot be scored (its layout has no label column:
     the GLUE test files), or None."""

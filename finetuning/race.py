@@ -218,6 +218,12 @@ class RaceTask(classifier_task.ClassifierTask):
     """The SavedModel on raw text (export_race)."""
     return export_race(self, model, export_dir, log, padding=padding, xla=xla)
 
+  def prepare_training_data(self):
+    """The train split's features and the evaluation split's files, read and checked before
+    the run writes anything (kept in memory for training)."""
+    self._features("train")
+    self._files(self.config.eval_split)
+
   def eval_without_labels(self, split=None):
     """Why `split` (default --eval_split) cannot be scored (its files have no "answers"), or
     None."""

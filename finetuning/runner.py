@@ -4,6 +4,8 @@ from data_utils import fileio
 from data_utils import outputs
 from modeling import checkpoint
 from modeling import families
+from modeling import flags as model_flags
+from serving import export as serving_export
 from training import best as best_lib
 from training import distribution
 from training import recipes
@@ -17,12 +19,10 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, s
   model from --init_checkpoint; then writes --export_hf_dir and --export_dir (chief only);
   returns the model to evaluate / predict with. Training first checks MODEL_DIR and records
   the run's settings (training/run_record.py: a rerun with other settings is refused)."""
-  export_dir = getattr(flag_values, "export_hf_dir", None)
-  if export_dir:   # a layout with no Hugging Face class fails here, before any training
-    families.hf_architecture(task.build_model())
-  if getattr(flag_values, "export_dir", None):
-    check_export(task)
+  check_outputs(task, model_dir, flag_values)
   if do_train:
+    if hasattr(task, "prepare_training_data"):   # a data error: one line, nothing written
+      task.prepare_training_data()
     record_run(task, strategy, model_dir, flag_values, script, log)
     trainer = Trainer(task, strategy, model_dir, flag_values.train_steps,
                       flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
@@ -55,6 +55,22 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, s
   return model
 
 
+def check_outputs(task, model_dir, flag_values):
+  """Every output path checked before any work (data_utils/outputs.py): --export_dir and
+  --export_hf_dir absent, empty or an earlier export of their own kind, distinct from each
+  other and from MODEL_DIR; a task without the export asked for refused."""
+  export_dir = getattr(flag_values, "export_dir", None)
+  hf_dir = getattr(flag_values, "export_hf_dir", None)
+  outputs.check_distinct({"model_dir": model_dir, "export_dir": export_dir,
+                          "export_hf_dir": hf_dir})
+  if hf_dir:   # a layout with no Hugging Face class fails here, before any training
+    families.hf_architecture(task.build_model())
+    outputs.check_dir(hf_dir, "export_hf_dir", outputs.HF)
+  if export_dir:
+    check_export(task)
+    serving_export.check_export_dir(export_dir, "export_dir", model_dir=model_dir)
+
+
 def record_run(task, strategy, model_dir, flag_values, script, log=print):
   """MODEL_DIR checked and its run.json compared / written (training/run_record.start) with
   the task's effective settings: the flags, the recipe's optimizer values, the model config."""
@@ -82,4 +98,5 @@ def export_hf_if_asked(model, flag_values, log=print, labels=None, chief=True):
   export_dir = getattr(flag_values, "export_hf_dir", None)
   if not export_dir or not chief:
     return None
-  return families.export_hf(model, export_dir, log, labels=labels)
+  return families.export_hf(model, export_dir, log, labels=labels,
+                            tokenizer=model_flags.tokenizer_source(flag_values))

@@ -156,6 +156,13 @@ class SquadTask(Task):
     return export_squad(self, model, export_dir, squad_v2(self, version), log, padding=padding,
                         xla=xla)
 
+  def prepare_training_data(self):
+    """The training windows (kept for training) and --predict_file's layout, read and checked
+    before the run writes anything."""
+    self.train_arrays()
+    if self.evaluate and self.c.predict_file:
+      squad_features.read_squad(self.c.predict_file, False)
+
   def eval_without_labels(self):
     """Why the trainer's evaluation cannot score --predict_file (no question has answers or
     is_impossible: the SQuAD test layout), or None. predict() still writes its files."""

@@ -4,6 +4,7 @@ objective, the shared trainer, the exports (the chief's)."""
 import dataclasses
 
 from data_utils import fingerprint
+from data_utils import outputs
 from data_utils import pipeline
 from data_utils import record_format
 from modeling import families
@@ -20,6 +21,9 @@ from training import trainer as trainer_lib
 
 def run(f, model_dir, strategy):
   """Pretrains with the flags `f` (run_pretrain.py's) into `model_dir` under `strategy`."""
+  outputs.check_distinct({"model_dir": model_dir, "export_hf_dir": f.export_hf_dir})
+  if f.export_hf_dir:     # checked before any work; written at the end
+    outputs.check_dir(f.export_hf_dir, "export_hf_dir", outputs.HF)
   objective = objectives.get(f.objective)
   family = families.get(objective.family)   # mpnet: a Hugging Face style MPNet config.json
   model_config = family.config_from_json(f.model_config_path)
@@ -34,6 +38,7 @@ def run(f, model_dir, strategy):
   config = PretrainConfig(
       record_dir=f.record_dir, **record,
       objective=f.objective, nsp_weight=f.nsp_weight, mpnet_mode=f.mpnet_mode,
+      sp_model=f.sp_model, uncased=f.uncased,
       mpnet_permute=f.mpnet_permute,
       seed=f.seed, **training_flags.optimizer_kwargs(f),
       num_hosts=f.num_hosts or 1, verify_records=f.verify_records)

@@ -70,6 +70,8 @@ class Task(abc.ABC):
     initialize(model, log): weights from `init_checkpoint` (modeling/loading.py), if set.
     state_shape() / initial_state() / state_dtype: the state carried from step to step in
       each replica (pretraining: Transformer-XL memory); default a dummy [1].
+    prepare_training_data(): reads and checks the training (and evaluation) data ahead, before
+      the run writes anything; default nothing.
     evaluate(model) -> {metric: value}: called at every checkpoint when not None; the best by
       `main_metric` is kept under best/ (training/best.py). eval_without_labels() -> why the
       evaluation data cannot be scored, or None (the trainer then skips it, saying why once).
@@ -104,6 +106,11 @@ class Task(abc.ABC):
   def eval_without_labels(self):
     """Why the evaluation data cannot be scored (no labels), or None."""
     return None
+
+  def prepare_training_data(self):
+    """Reads and checks the data training will read (and evaluate on), before anything is
+    written into MODEL_DIR: a data error is then one line with nothing left behind
+    (finetuning/runner.train_or_load calls it first). Default: nothing to read ahead."""
 
   def optimizer_settings(self):
     """The resolved optimizer settings (training/recipes.resolve)."""

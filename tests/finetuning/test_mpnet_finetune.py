@@ -155,7 +155,7 @@ def test_race_learns(race_dir, tmp_path):  # noqa: F811
   cfg = _write_config(tmp_path / "config.json", 80)
   args = [sys.executable, "run_race.py", "--model_type=mpnet", f"--data_dir={d}",
           f"--sp_model={sp}", "--uncased", f"--model_config_path={cfg}",
-          f"--model_dir={tmp_path}", "--max_seq_length=64", "--max_qa_length=12",
+          f"--model_dir={tmp_path}/run", "--max_seq_length=64", "--max_qa_length=12",
           "--train_batch_size=16", "--learning_rate=1e-3", "--train_steps=200",
           "--warmup_steps=20", "--save_every=100", "--steps_per_loop=20", "--do_train",
           "--do_eval"]

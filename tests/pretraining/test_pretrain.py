@@ -135,7 +135,7 @@ def test_mpnet_objective_trains_from_the_same_records(tmp_path, recs, mode, perm
                       lr=1e-2)
   config = mpnet.MPNetConfig(vocab_size=recs["vocab"], hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=32,
-                             max_position_embeddings=ph.SEQ + 2)
+                             max_position_embeddings=ph.SEQ + 6, pad_token_id=5)
   from pretraining.task import PretrainTask
   task = PretrainTask(dataclasses.replace(task.config, objective="mpnet", mpnet_mode=mode,
                                           mpnet_permute=permute), config, task.run_config)

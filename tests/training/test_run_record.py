@@ -193,3 +193,24 @@ def test_pretraining_same_settings_resume_and_changed_records_refused(pretrain):
     assert err and "--record_dir sha256 " in err, err
   finally:
     path.write_text(original)
+
+
+@pytest.mark.parametrize("script", ["run_classifier.py", "run_squad.py"])
+def test_a_data_error_leaves_nothing_behind(sst2, tmp_path, script):
+  d, sp, cfg = sst2
+  bad = tmp_path / "bad"
+  bad.mkdir()
+  (bad / "train.tsv").write_text("sentence\tlabel\nfine words\t1\nodd words\tmaybe\n")
+  (bad / "dev.tsv").write_text("sentence\tlabel\nfine words\t1\n")
+  (bad / "train.json").write_text('{"data": [{"title": "t", "paragraphs": [{"context": 5}]}]}')
+  model_dir = tmp_path / "run"
+  if script == "run_classifier.py":
+    flags_ = classifier_flags((str(bad), sp, cfg), str(model_dir))
+  else:
+    flags_ = dict(train_file=bad / "train.json", sp_model=sp, uncased=True,
+                  model_config_path=cfg, model_dir=str(model_dir), max_seq_length=32,
+                  doc_stride=8, max_query_length=8, train_batch_size=2, train_steps=2,
+                  xla="off", do_train=True)
+  err, _ = run(script, **flags_)
+  assert err and err.startswith(f"{script}: ") and "\n" not in err, err
+  assert not model_dir.exists() or listing(str(model_dir)) == [], listing(str(model_dir))
