@@ -23,6 +23,7 @@ import time
 from absl import flags
 
 from data_utils import cli_app
+from data_utils import outputs
 from reproduction import pipeline as pipeline_lib
 from reproduction import report
 from reproduction.presets import PRESETS
@@ -62,6 +63,12 @@ def main(argv):
   # A TERM (a scheduler, `kill`) stops the run like Ctrl-C: the running stage's process is
   # killed and its stage is not recorded as done.
   signal.signal(signal.SIGTERM, lambda *_: sys.exit("quickstart: terminated"))
+  try:      # new, empty, or a quickstart's own (an earlier version's: it has stages/)
+    if not os.path.isdir(os.path.join(output_dir, "stages")):
+      outputs.check_dir(output_dir, "output_dir", outputs.QUICKSTART)
+  except ValueError as e:
+    sys.exit(f"quickstart: {e}")
+  outputs.claim_dir(output_dir, outputs.QUICKSTART)
   pipe = pipeline_lib.Pipeline(preset, output_dir, seed=FLAGS.seed, jobs=FLAGS.jobs)
   pipe.log("quickstart", f"preset {preset.name}: {len(pipe.stages())} stages -> {pipe.out}")
   try:

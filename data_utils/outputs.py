@@ -17,7 +17,8 @@ and refuses, in one line naming the flag and the path, before any work:
 
 Kinds: RUN (a training script's --model_dir / --output_dir), SAVED_MODEL (--export_dir and a
 pretraining run's export/saved_model), HF (--export_hf_dir: a Hugging Face model directory),
-RECORDS (create_pretrain_data.py's --output_dir), FEATURES (a fine-tuning feature cache).
+RECORDS (create_pretrain_data.py's --output_dir), FEATURES (a fine-tuning feature cache),
+QUICKSTART (quickstart.py's --output_dir).
 
 Local paths are checked with `os` (no TensorFlow: the records writer and the tokenizer trainer
 stay light), URLs through data_utils/fileio (tf.io.gfile).
@@ -36,6 +37,7 @@ SAVED_MODEL = "saved_model"
 HF = "hugging_face"
 RECORDS = "records"
 FEATURES = "features"
+QUICKSTART = "quickstart"
 
 
 # ---- light path queries (local: os, URL: fileio) -------------------------------------------------
@@ -110,7 +112,8 @@ def check_dir(path, flag, kind, also=()):
   if found is not None:
     what = {RUN: "a training run's directory", SAVED_MODEL: "a SavedModel export",
             HF: "a Hugging Face export", RECORDS: "a directory of pretraining records",
-            FEATURES: "a feature cache"}.get(found, f"an output of kind {found}")
+            FEATURES: "a feature cache", QUICKSTART: "a quickstart's output"}.get(
+                found, f"an output of kind {found}")
     raise ValueError(f"{flag}={path}: is {what} of this project, not {kind.replace('_', ' ')} "
                      "output; pass another path (nothing was written)")
   shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
