@@ -26,7 +26,7 @@ import sys
 
 from absl import flags
 
-from data_utils import record_format, writer
+from data_utils import cli_app, record_format, writer
 
 flags.DEFINE_string("input_glob", None, "Text files: a glob, or several separated by commas.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model with the XLNet special symbols "
@@ -94,8 +94,7 @@ def run(argv):
     except flags.Error:
       FLAGS.unparse_flags()
     else:
-      _exit(main(rest))
-  from data_utils import cli_app  # pylint: disable=import-outside-toplevel
+      _exit(cli_app.quietly(main, rest))   # Ctrl-C, a closed stdout: one line / status
   cli_app.run(main, argv)
 
 
