@@ -91,6 +91,7 @@ class ClassifierTask(Task):
   # ---- features ---------------------------------------------------------------------
   def features_path(self, split):
     c = self.config
+    self.tokenizer      # no --sp_model / --vocab_file: its one-line error before the cache name
     source = classifier_data.split_path(self.spec, c.data_dir, split)
     path = fileio.join(c.cache_dir, classifier_features.cache_name(
         self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,

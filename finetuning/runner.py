@@ -21,9 +21,10 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, s
   the run's settings (training/run_record.py: a rerun with other settings is refused)."""
   check_outputs(task, model_dir, flag_values)
   if do_train:
+    commit = record_run(task, strategy, model_dir, flag_values, script, log)   # may refuse
     if hasattr(task, "prepare_training_data"):   # a data error: one line, nothing written
       task.prepare_training_data()
-    record_run(task, strategy, model_dir, flag_values, script, log)
+    commit()
     trainer = Trainer(task, strategy, model_dir, flag_values.train_steps,
                       flag_values.steps_per_loop, flag_values.save_every, xla=flag_values.xla,
                       log=log)
@@ -72,16 +73,17 @@ def check_outputs(task, model_dir, flag_values):
 
 
 def record_run(task, strategy, model_dir, flag_values, script, log=print):
-  """MODEL_DIR checked and its run.json compared / written (training/run_record.start) with
-  the task's effective settings: the flags, the recipe's optimizer values, the model config."""
+  """MODEL_DIR checked and its run.json compared (training/run_record.check) with the task's
+  effective settings (the flags, the recipe's optimizer values, the model config); returns
+  the `commit` that writes them."""
   if not hasattr(flag_values, "flags_by_module_dict"):    # not absl flags (a test's namespace)
-    return None
+    return lambda: None
   resolved = dict(task.optimizer_settings()) if hasattr(task, "optimizer_settings") else {}
   for line in recipes.schedule_warnings(resolved):
     log(line)
   settings = run_record.settings_from_flags(flag_values, resolved=resolved,
                                             model_config=getattr(task, "model_config", None))
-  return run_record.start(model_dir, script, settings,
+  return run_record.check(model_dir, script, settings,
                           allow_changes=getattr(flag_values, run_record.ALLOW_FLAG, False),
                           write=distribution.is_chief(strategy), log=log)
 

@@ -205,39 +205,51 @@ def read(model_dir):
 
 
 def start(model_dir, script, settings, allow_changes=False, write=True, log=print, neutral=()):
-  """Checks SETTINGS against MODEL_DIR's run.json and records them (see the module docstring).
+  """`check`, then the returned `commit()` at once (see the module docstring)."""
+  return check(model_dir, script, settings, allow_changes, write, log, neutral)()
 
-  Returns "new", "same", "changed" or "adopted". Raises ValueError (one line, nothing written)
-  for a directory that is not a run of this project or a rerun with other settings without
-  `allow_changes`. `write` False (a non-chief host): checks only. `neutral`: the script's own
-  settings that do not change its result (run_pretrain.py's --sp_model: only its export)."""
+
+def check(model_dir, script, settings, allow_changes=False, write=True, log=print, neutral=()):
+  """Compares SETTINGS with MODEL_DIR's run.json, writing nothing, and returns `commit`, which
+  records them (the caller reads its data in between, so that a data error leaves nothing).
+
+  Raises ValueError (one line) for a directory that is not a run of this project, or a rerun
+  with other settings without `allow_changes`. `commit()` returns "new", "same", "changed" or
+  "adopted"; with `write` False (a non-chief host) it writes nothing. `neutral`: the script's
+  own settings that do not change its result (run_pretrain.py's --sp_model: only its
+  export)."""
   state = check_dir(model_dir)
   record = read(model_dir) if state not in ("new", "empty") else None
   if record is None:
-    if state not in ("new", "empty"):
-      log(f"{model_dir}: a run directory without {RUN_FILE} (an earlier version's): recording "
-          "the current settings")
-    if write:
-      outputs.claim_dir(model_dir, outputs.RUN)
-      _write(model_dir, {"script": script, "created": _now(), "settings": settings,
-                         "history": []})
-    return "new" if state in ("new", "empty") else "adopted"
+    def commit_new():
+      if state not in ("new", "empty"):
+        log(f"{model_dir}: a run directory without {RUN_FILE} (an earlier version's): "
+            "recording the current settings")
+      if write:
+        outputs.claim_dir(model_dir, outputs.RUN)
+        _write(model_dir, {"script": script, "created": _now(), "settings": settings,
+                           "history": []})
+      return "new" if state in ("new", "empty") else "adopted"
+    return commit_new
   diffs = differences(record["settings"], settings, neutral)
   if not diffs:
-    return "same"
+    return lambda: "same"
   if not allow_changes:
     raise ValueError(f"--model_dir={model_dir} holds a run made with other settings: "
                      f"{describe(diffs)}; pass a new --model_dir, or --{ALLOW_FLAG} to "
                      "continue this run with the new values")
-  step = _latest_step(model_dir)
-  log(f"continuing the run at step {step} with changed settings: {describe(diffs)} "
-      f"(recorded in {fileio.join(model_dir, RUN_FILE)})")
-  if write:
-    history = list(record.get("history", []))
-    history.append({"step": step, "time": _now(),
-                    "changed": {k: [a, b] for k, a, b in diffs}})
-    _write(model_dir, dict(record, settings=settings, history=history))
-  return "changed"
+
+  def commit_changed():
+    step = _latest_step(model_dir)
+    log(f"continuing the run at step {step} with changed settings: {describe(diffs)} "
+        f"(recorded in {fileio.join(model_dir, RUN_FILE)})")
+    if write:
+      history = list(record.get("history", []))
+      history.append({"step": step, "time": _now(),
+                      "changed": {k: [a, b] for k, a, b in diffs}})
+      _write(model_dir, dict(record, settings=settings, history=history))
+    return "changed"
+  return commit_changed
 
 
 def _write(model_dir, record):

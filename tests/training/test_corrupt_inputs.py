@@ -240,7 +240,8 @@ def test_resume_from_a_checkpoint_with_a_bad_data_file(tmp_path, recs):
     else:
       _truncate(data, os.path.getsize(data) // 3)
     runs[damage] = _pretrain_argv(recs["one"], tmp_path / damage, recs["cfg"],
-                                  "--train_steps=8", "--steps_per_loop=2", "--save_every=2")
+                                  "--train_steps=8", "--steps_per_loop=2", "--save_every=2",
+                                  "--allow_changed_settings")   # more steps (run.json)
   for damage, result in _run_concurrently(runs).items():
     data = str(tmp_path / damage / "ckpt" / "ckpt-4.data-00000-of-00001")
     last = _assert_one_line_error(result, data)

@@ -454,6 +454,8 @@ def test_the_flags_reach_the_policy_and_the_optimizer(script, precision, script_
     raise _Reached
 
   monkeypatch.setattr(trainer_lib.Trainer, "train", train)
+  from finetuning.classifier_task import ClassifierTask   # no GLUE files: nothing to read ahead
+  monkeypatch.setattr(ClassifierTask, "prepare_training_data", lambda self: None)
   s = script_inputs
   common = dict(model_config_path=s["config"], model_dir=str(tmp_path / "m"), train_steps=2,
                 **{precision: True})

@@ -113,6 +113,7 @@ def command(records, cfg, model_dir, steps):
           f"--bsz_per_host={ph.BSZ}", "--nobi_data", f"--mem_len={2 * ph.REUSE}",
           "--dropout=0.1", "--dropatt=0.1", "--learning_rate=3e-3", "--warmup_steps=2",
           f"--train_steps={steps}", "--steps_per_loop=1", "--save_every=3",
+          "--allow_changed_settings",     # the second run goes on to more steps (run.json)
           # The distribution is what is tested here; the step's XLA compile is tested in
           # test_pretrain.py (all --xla modes give the same losses). off halves the wall time.
           "--xla=off"]

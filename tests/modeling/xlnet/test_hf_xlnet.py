@@ -260,7 +260,9 @@ def test_run_classifier_from_hf_dir_exports_hf(tmp_path, capsys):
   (data / "text.txt").write_text("\n".join(line() for _ in range(200)))
   sp = tokenization.train_sentencepiece([str(data / "text.txt")], str(data / "sp"), 40,
                                         lower=True)
-  config = transformers.XLNetConfig(**{**HF_SIZE, "vocab_size": 40}, num_labels=2, dropout=0.0)
+  n_token = tokenization.Tokenizer(sp, lower=True).vocab_size   # the corpus gives 39 of 40
+  config = transformers.XLNetConfig(**{**HF_SIZE, "vocab_size": n_token}, num_labels=2,
+                                    dropout=0.0)
   hf = transformers.XLNetForSequenceClassification(config)
   hf.save_pretrained(str(tmp_path / "hf"))
   common = dict(task_name="sst-2", data_dir=str(data), sp_model=sp, uncased=True,
