@@ -72,7 +72,7 @@ class Watch:
     self.signum = None           # the first signal received
     self._count = 0
     self._abandonable = False
-    self._lock = threading.Lock()
+    self._lock = threading.RLock()    # the Python handler may interrupt its own holder
 
   @property
   def requested(self):
