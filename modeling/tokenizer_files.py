@@ -230,9 +230,16 @@ def read(path):
   """(Source, sha256) recorded beside the checkpoint `path` (a pretraining export, a Hugging
   Face directory this project wrote, or a checkpoint prefix in one), or None (a release)."""
   directory = model_directory(path)
-  info_path = fileio.join(directory, INFO)
-  if not directory or not fileio.exists(info_path):
+  if not directory:
     return None
+  # a pretraining run's MODEL_DIR (or a checkpoint in its ckpt/): its export records it
+  run_dir = fileio.dirname(directory) if fileio.basename(directory) == "ckpt" else directory
+  candidates = [directory, fileio.join(run_dir, "export")]
+  info_path = next((fileio.join(d, INFO) for d in candidates
+                    if fileio.exists(fileio.join(d, INFO))), None)
+  if info_path is None:
+    return None
+  directory = fileio.dirname(info_path)
   try:
     info = json.loads(fileio.read_text(info_path))
     source = Source(info["kind"], fileio.join(directory, info["file"]), bool(info["uncased"]))

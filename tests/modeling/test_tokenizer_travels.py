@@ -211,6 +211,23 @@ def test_fine_tuning_refuses_another_tokenizer(xlnet_export, text_and_sp, cased_
   assert model_flags.resolve_tokenizer(fine, log=lambda m: None).uncased and fine.uncased
 
 
+def test_a_pretraining_runs_directory_or_checkpoint_uses_its_exports_tokenizer(
+    tmp_path, xlnet_export, cased_sp):
+  """--init_checkpoint=MODEL_DIR of a pretraining run, or MODEL_DIR/ckpt/ckpt-N: the tokenizer
+  its export/ records (copied here from the HF export, which records it the same way)."""
+  import shutil
+  run = tmp_path / "run"
+  shutil.copytree(xlnet_export, run / "export")
+  (run / "ckpt").mkdir()
+  for init in (str(run), str(run / "ckpt" / "ckpt-10")):
+    fv = _flag_values([f"--init_checkpoint={init}"])
+    model_flags.resolve_tokenizer(fv, log=lambda m: None)
+    assert fv.sp_model == str(run / "export" / "spiece.model") and fv.uncased
+    other = _flag_values([f"--init_checkpoint={init}", f"--sp_model={cased_sp}"])
+    with pytest.raises(ValueError, match="is not the tokenizer"):
+      model_flags.resolve_tokenizer(other, log=lambda m: None)
+
+
 def test_released_checkpoint_vocabulary_size_is_checked(tmp_path, text_and_sp, cased_sp):
   """A release records no tokenizer: the given one's size must be the config's n_token."""
   release = tmp_path / "release"
