@@ -275,6 +275,11 @@ def _tokenizer(sp_model, uncased):
   return _TOKENIZERS[key]
 
 
+def _ignore_sigint():
+  import signal  # noqa: PLC0415
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def write_shard(job):
   """Writes one shard (a worker's unit of work); returns its record-info dict."""
   with _gc_paused():
@@ -408,7 +413,10 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
     import sys
     # fork is quick; spawn when TensorFlow (not fork-safe) is already loaded.
     method = "spawn" if "tensorflow" in sys.modules else "fork"
-    pool = multiprocessing.get_context(method).Pool(min(num_workers, len(jobs)))
+    # workers ignore Ctrl-C: the parent alone answers it (one line, data_utils/cli_app.py); a
+    # shard a worker was writing stays a `.tmp-` file, which the rerun removes
+    pool = multiprocessing.get_context(method).Pool(min(num_workers, len(jobs)),
+                                                    initializer=_ignore_sigint)
     results = pool.imap_unordered(write_shard, jobs)
   try:
     for info in results:
