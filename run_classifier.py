@@ -19,6 +19,7 @@ import sys
 from absl import flags
 
 from data_utils import cli_app
+cli_app.quiet_imports(__name__)   # Ctrl-C during the imports below: one line, status 130
 from data_utils import fileio
 from finetuning import runner
 from finetuning import classifier_data

@@ -22,6 +22,7 @@ import sys
 from absl import flags
 
 from data_utils import cli_app
+cli_app.quiet_imports(__name__)   # Ctrl-C during the imports below: one line, status 130
 from modeling import flags as model_flags
 from pretraining import flags as pretrain_flags
 from pretraining import runner

@@ -20,6 +20,7 @@ import sys
 from absl import flags
 
 from data_utils import cli_app
+cli_app.quiet_imports(__name__)   # Ctrl-C during the imports below: one line, status 130
 from finetuning import runner
 from finetuning import squad
 from finetuning import squad_metrics

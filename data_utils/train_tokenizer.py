@@ -24,6 +24,7 @@ import sys
 from absl import flags
 
 from data_utils import cli_app
+cli_app.quiet_imports(__name__)   # Ctrl-C during the imports below: one line, status 130
 from data_utils import fileio, fingerprint, outputs, tokenization
 
 flags.DEFINE_string("input_glob", None, "Text files to learn from (comma-separated globs).")

@@ -156,6 +156,27 @@ def test_ctrl_c_outside_the_training_loop_is_one_line():
   assert done.stderr.splitlines() == ["run_x.py: interrupted; nothing half-written was published"]
 
 
+def test_ctrl_c_while_importing_is_one_line():
+  """Ctrl-C while the script still imports (a hand-made script importing a slow module after
+  cli_app.quiet_imports, as the entry scripts do): one line, status 130, no traceback. The
+  signal is sent once the slow import has begun (its marker printed), so it lands inside it."""
+  code = ("import sys, time\n"
+          "from data_utils import cli_app\n"
+          "cli_app.quiet_imports(__name__)\n"
+          "print('importing', flush=True)\n"
+          "time.sleep(60)   # a slow import\n")
+  proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=ENV, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  try:
+    assert proc.stdout.readline() == "importing\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+  finally:
+    proc.kill()
+  assert proc.returncode == 130, err
+  assert err.splitlines() == ["-c: interrupted; nothing half-written was published"], err
+
+
 @pytest.mark.slow
 def test_help_into_a_closed_pipe_exits_quietly():
   """`run_classifier.py --help | head -1`: here the reader is gone before the first byte."""
