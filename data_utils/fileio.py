@@ -179,6 +179,18 @@ def open_text(path, encoding="utf-8", errors="strict", newline=None):
   return io.TextIOWrapper(open_binary(path), encoding=encoding, errors=errors, newline=newline)
 
 
+def read_json(path, what="file"):
+  """PATH's JSON. A missing PATH is FileNotFoundError "PATH: WHAT not found"; invalid JSON a
+  one-line ValueError naming the line."""
+  import json  # noqa: PLC0415
+  try:
+    return json.loads(read_text(path))
+  except FileNotFoundError:
+    raise FileNotFoundError(f"{path}: {what} not found") from None
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+
+
 def tmp_name(path):
   return f"{path}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
 

@@ -90,10 +90,12 @@ def _name(flag):
 
 
 # ---- the checks ------------------------------------------------------------------------------------
-def check_dir(path, flag, kind, also=()):
+def check_dir(path, flag, kind, also=(), earlier=None):
   """Raises ValueError (one line: the flag, the path, what to do) unless PATH may hold an output
-  of `kind` (or of a kind in `also`): absent, an empty directory, or one marked so. Returns
-  "new", "empty" or the kind its marker names. Writes nothing."""
+  of `kind` (or of a kind in `also`): absent, an empty directory, or one marked so; or, with
+  `earlier` (a predicate on the sorted entry names of an unmarked directory), an earlier
+  version's output of this kind, made before the markers. Returns "new", "empty", the kind
+  its marker names or "earlier". Writes nothing."""
   path = str(path).rstrip("/") or str(path)
   flag = _name(flag)
   above = _file_above(path)
@@ -109,6 +111,8 @@ def check_dir(path, flag, kind, also=()):
   found = kind_of(path)
   if found is not None and (found == kind or found in also):
     return found
+  if found is None and earlier is not None and earlier(names):
+    return "earlier"
   if found is not None:
     what = {RUN: "a training run's directory", SAVED_MODEL: "a SavedModel export",
             HF: "a Hugging Face export", RECORDS: "a directory of pretraining records",

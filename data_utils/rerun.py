@@ -103,18 +103,8 @@ def check_output_dir(output_dir):
   under a file, another kind's output, a folder of files the writer did not write
   (data_utils/outputs.py). A directory of an earlier version (no marker, every entry a record,
   record-info or temporary of this writer) is accepted: `create` claims it. Writes nothing."""
-  try:
-    return outputs.check_dir(output_dir, "output_dir", outputs.RECORDS)
-  except ValueError:
-    if outputs.read_marker(output_dir) is not None:
-      raise
-    try:
-      names = fileio.listdir_light(output_dir)
-    except Exception:     # noqa: BLE001 (not a directory: check_dir's message stands)
-      names = None
-    if not names or not all(map(record_format.writer_file, names)):
-      raise
-    return "earlier"
+  return outputs.check_dir(output_dir, "output_dir", outputs.RECORDS,
+                           earlier=lambda names: all(map(record_format.writer_file, names)))
 
 
 def stale_shards(output_dir, params, split, num_shards):

@@ -84,12 +84,8 @@ def check_cache_dir(path, flag="cache_dir"):
   """ValueError (one line naming `flag` and PATH) unless PATH may hold the feature cache:
   absent, empty, marked as a feature cache, or an earlier version's cache (is_earlier_cache).
   Writes nothing."""
-  try:
-    return outputs.check_dir(path, flag, outputs.FEATURES)
-  except ValueError:
-    if is_earlier_cache(path):
-      return "earlier"
-    raise
+  return outputs.check_dir(path, flag, outputs.FEATURES,
+                           earlier=lambda names: all(is_cache_file(n) for n in names))
 
 
 def claim_cache_dir(path, flag="cache_dir"):

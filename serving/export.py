@@ -265,14 +265,19 @@ def _local_key(path):
   return path if fileio.is_url(path) else os.path.abspath(path)
 
 
+def _earlier_export_names(names):
+  """Whether an unmarked directory's entries are an earlier version's export: saved_model.pb
+  and variables/ and nothing but EXPORT_NAMES (any other entry is somebody else's)."""
+  names = set(names)
+  return {"saved_model.pb", "variables"} <= names and names <= set(EXPORT_NAMES)
+
+
 def is_earlier_export(path):
   """Whether directory PATH, without the project's marker, is an export of an earlier version
-  of this project: saved_model.pb and variables/ and nothing but EXPORT_NAMES. Such a directory
-  may be replaced; one with any other entry is somebody else's."""
+  of this project (`_earlier_export_names`): such a directory may be replaced."""
   if outputs.read_marker(path) is not None or not fileio.isdir(path):
     return False
-  names = set(fileio.listdir_light(path))
-  return {"saved_model.pb", "variables"} <= names and names <= set(EXPORT_NAMES)
+  return _earlier_export_names(fileio.listdir_light(path))
 
 
 def check_export_dir(path, flag="export_dir", model_dir=None):
@@ -297,12 +302,7 @@ def check_export_dir(path, flag="export_dir", model_dir=None):
       what = "is" if here == run else "holds"
       raise ValueError(f"{name}={path}: {what} --model_dir={model_dir}; pass a directory of its "
                        "own for the export (nothing was written or deleted)")
-  try:
-    return outputs.check_dir(path, flag, outputs.SAVED_MODEL)
-  except ValueError:
-    if is_earlier_export(path):
-      return "earlier"
-    raise
+  return outputs.check_dir(path, flag, outputs.SAVED_MODEL, earlier=_earlier_export_names)
 
 
 def _remove_export(export_dir, names):

@@ -168,11 +168,9 @@ def _latest_step(model_dir):
   return 0
 
 
-def _is_legacy_run(model_dir):
+def _is_legacy_run(model_dir, names):
   """A run directory of an earlier version (checkpoints or the optimizer record, no marker),
-  or one whose every entry is an output of this project (e.g. a feature cache a run made
-  before it refused at a data error)."""
-  names = fileio.listdir(model_dir)
+  or one whose every entry (`names`) is an output of this project (e.g. a feature cache)."""
   return any(name in names for name in ("ckpt", "optimizer.json", "train", "best")) or \
       all(outputs.kind_of(fileio.join(model_dir, name)) for name in names)
 
@@ -180,13 +178,8 @@ def _is_legacy_run(model_dir):
 def check_dir(model_dir, flag="model_dir"):
   """One line (ValueError) unless MODEL_DIR may hold this project's run: absent, empty, one of
   our runs (marker), or an earlier version's run directory. Writes nothing."""
-  try:
-    return outputs.check_dir(model_dir, flag, outputs.RUN)
-  except ValueError:
-    if fileio.isdir(model_dir) and outputs.kind_of(model_dir) is None and \
-        _is_legacy_run(model_dir):
-      return "legacy"
-    raise
+  return outputs.check_dir(model_dir, flag, outputs.RUN,
+                           earlier=lambda names: _is_legacy_run(model_dir, names))
 
 
 def read(model_dir):

@@ -9,7 +9,6 @@ accepted and ignored (`HF_COMMON_KEYS`); MPNet's own are the dataclass fields.
 
 import dataclasses
 import difflib
-import json
 
 from data_utils import fileio
 
@@ -117,12 +116,7 @@ class MPNetConfig:
   @classmethod
   def from_json(cls, path):
     """Reads a Hugging Face MPNet config.json (a release's or one this project wrote)."""
-    try:
-      data = json.loads(fileio.read_text(path))
-    except FileNotFoundError:
-      raise FileNotFoundError(f"{path}: model config file not found") from None
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+    data = fileio.read_json(path, "model config file")
     try:
       return cls.from_dict(data)
     except (TypeError, ValueError) as e:

@@ -135,12 +135,7 @@ class XLNetConfig:
   def from_json(cls, path):
     """Reads a released `xlnet_config.json` (or one written by `to_json`), or a Hugging Face
     XLNet `config.json` (see from_hf_dict)."""
-    try:
-      data = json.loads(fileio.read_text(path))
-    except FileNotFoundError:
-      raise FileNotFoundError(f"{path}: model config file not found") from None
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: line {e.lineno}: not valid JSON ({e.msg})") from None
+    data = fileio.read_json(path, "model config file")
     try:
       return cls.from_hf_dict(data) if cls.is_hf_dict(data) else cls.from_dict(data)
     except (TypeError, ValueError, KeyError) as e:

@@ -15,6 +15,7 @@ from finetuning.classifier_task import ClassifierConfig, ClassifierTask
 from finetuning.squad import SquadConfig, SquadTask
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
+from tests.path_helpers import refusal, tree
 
 WARNING = "warning: the train set has {n} {unit}, fewer than one batch of {b}: "
 
@@ -37,24 +38,6 @@ def _classifier(tmp_path, tok, cache_dir, n=3, batch=8):
                             sp_model=tok.model_path, uncased=True, cache_dir=str(cache_dir),
                             max_seq_length=16, train_batch_size=batch)
   return ClassifierTask(config, _config(tok), RunConfig())
-
-
-def _tree(path):
-  out = {}
-  for d, dirs, files in os.walk(path):
-    out.update({os.path.relpath(os.path.join(d, n), path) + "/": None for n in dirs})
-    for name in files:
-      with open(os.path.join(d, name), "rb") as f:
-        out[os.path.relpath(os.path.join(d, name), path)] = f.read()
-  return out
-
-
-def _refusal(fn):
-  try:
-    fn()
-  except ValueError as e:
-    return str(e)
-  return ""
 
 
 # ---- --cache_dir ------------------------------------------------------------------------------
@@ -89,13 +72,13 @@ def test_a_cache_dir_not_ours_is_refused_before_any_work(tmp_path, tok, make, wh
   place = tmp_path / "place"
   place.mkdir()
   make(place / "cache")
-  before = _tree(place)
-  message = _refusal(lambda: _classifier(tmp_path, tok, place / "cache"))
-  assert _tree(place) == before
+  before = tree(place)
+  message = refusal(lambda: _classifier(tmp_path, tok, place / "cache"))
+  assert tree(place) == before
   assert message.startswith(f"--cache_dir={place / 'cache'}: {why}") and "\n" not in message
   under = place / "cache" / "sub"     # a path under a file is refused too
   if not (place / "cache").is_dir():
-    assert "is a file, not a directory" in _refusal(lambda: _classifier(tmp_path, tok, under))
+    assert "is a file, not a directory" in refusal(lambda: _classifier(tmp_path, tok, under))
 
 
 def test_the_cache_dir_is_made_when_written_and_an_earlier_one_is_ours(tmp_path, tok):
@@ -110,7 +93,7 @@ def test_the_cache_dir_is_made_when_written_and_an_earlier_one_is_ours(tmp_path,
   again = _classifier(tmp_path, tok, cache)
   assert again.features_path("train") == path
   (cache / "split.tsv").write_text("mine")     # with somebody's file, it is not ours
-  assert "holds files this project did not write" in _refusal(
+  assert "holds files this project did not write" in refusal(
       lambda: _classifier(tmp_path, tok, cache))
 
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from data_utils import fileio, outputs
 from serving import export
+from tests.path_helpers import refusal, tree
 
 PROBES = {"sentence": np.array(["ab", "Cd"], object)}
 
@@ -66,23 +67,6 @@ def _write(path, data=b"x"):
   fileio.write_atomic(path, data)
 
 
-def _tree(path):
-  """{relative path: bytes, or None for a directory} of everything under PATH (exact listing
-  through fileio, also on ram://)."""
-  out = {}
-
-  def walk(d, rel):
-    for name in fileio.listdir(d):
-      full, r = fileio.join(d, name), f"{rel}{name}"
-      if fileio.isdir(full):
-        out[r + "/"] = None
-        walk(full, r + "/")
-      else:
-        out[r] = fileio.read_bytes(full)
-  walk(path, "")
-  return out
-
-
 def _run_dir(d, marked):
   for name, data in (("checkpoint", b"model_checkpoint_path: 'ckpt-2'"),
                      ("ckpt-2.index", b"i"), ("ckpt-2.data-00000-of-00001", b"w" * 100),
@@ -106,15 +90,6 @@ def _unmarked_export_with_more(d, marked):
   _write(fileio.join(d, "README.md"), b"mine")
 
 
-def _refusal(fn):
-  """fn()'s ValueError message, or "" when it raised none (checked after the files are)."""
-  try:
-    fn()
-  except ValueError as e:
-    return str(e)
-  return ""
-
-
 @pytest.mark.parametrize("make", [
     pytest.param(lambda d: _run_dir(d, True), id="run_dir_marked"),
     pytest.param(lambda d: _run_dir(d, False), id="run_dir_unmarked"),
@@ -124,9 +99,9 @@ def _refusal(fn):
 def test_a_directory_not_ours_survives_a_refused_export(root, make):
   target = fileio.join(root, "target")
   make(target)
-  before = _tree(root)
-  message = _refusal(lambda: _save(target))
-  assert _tree(root) == before          # nothing deleted, nothing added (no temporary export)
+  before = tree(root)
+  message = refusal(lambda: _save(target))
+  assert tree(root) == before          # nothing deleted, nothing added (no temporary export)
   assert message.startswith(f"--export_dir={target}: ") and "\n" not in message
   with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
     export.check_export_dir(target)     # the same line, before any training
@@ -134,11 +109,11 @@ def test_a_directory_not_ours_survives_a_refused_export(root, make):
 
 def test_a_file_at_the_path_or_above_it_survives(root):
   _write(fileio.join(root, "model.bin"), b"weights")
-  before = _tree(root)
+  before = tree(root)
   for target, why in ((fileio.join(root, "model.bin"), "is an existing file"),
                       (fileio.join(root, "model.bin", "export"), "is a file, not a directory")):
-    message = _refusal(lambda: _save(target))
-    assert _tree(root) == before
+    message = refusal(lambda: _save(target))
+    assert tree(root) == before
     assert re.match(f"^--export_dir={re.escape(target)}: .*{why}", message), message
 
 
@@ -157,11 +132,11 @@ def test_an_earlier_export_is_replaced_and_other_files_kept(root, tmp_path):
   asset.write_text("a b c\n")
   target = fileio.join(root, "serving")
   _save(target, upper=True, asset=str(asset))
-  first = _tree(target)
+  first = tree(target)
   assert "saved_model.pb" in first and "assets/vocab.txt" in first
   _write(fileio.join(target, "NOTES.md"), b"kept")     # somebody's file in our export
   _save(target, upper=False)                          # no asset this time
-  second = _tree(target)
+  second = tree(target)
   assert "assets/vocab.txt" not in second             # the earlier export's own file: gone
   assert second["NOTES.md"] == b"kept"                # not an export's entry: never touched
   assert _served(target) == {"lower": "xy"}
@@ -194,6 +169,6 @@ def test_checked_again_right_before_publishing(root, monkeypatch):
     return compare(*args)
 
   monkeypatch.setattr(export, "_compare", meanwhile)
-  message = _refusal(lambda: _save(target))
-  assert _tree(root) == {"late/": None, "late/theirs.txt": b"arrived during training"}
+  message = refusal(lambda: _save(target))
+  assert tree(root) == {"late/": None, "late/theirs.txt": b"arrived during training"}
   assert message.startswith(f"--export_dir={target}: holds files this project did not write")
