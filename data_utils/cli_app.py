@@ -64,8 +64,8 @@ def quiet_imports(module_name):
   runs as the program, Ctrl-C during the imports that follow (TensorFlow's take seconds) is one
   line and status 130 instead of a traceback (nothing is written yet); `run` puts Python's own
   handler back before `main`. Imported as a module (the tests), it does nothing."""
-  if module_name == "__main__":
-    signal.signal(signal.SIGINT, _interrupted_while_importing)
+  if module_name == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_while_importing)   # (an ignored SIGINT stays so)
 
 
 def _interrupted_while_importing(signum, frame):

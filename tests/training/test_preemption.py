@@ -120,9 +120,15 @@ def test_trainer_stops_with_a_checkpoint_and_resumes_to_the_same_files(
 
 # ---- the signal machinery and the door, in small subprocesses --------------------------------
 
+def _sigint_default():
+  """A child started from a pytest-xdist worker inherits SIGINT ignored (as a shell's background
+  job does, which Python then leaves ignored): the child gets Ctrl-C's usual disposition."""
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_python(code, **kwargs):
   return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True,
-                        text=True, timeout=60, **kwargs)
+                        text=True, timeout=60, preexec_fn=_sigint_default, **kwargs)
 
 
 def test_a_second_signal_while_stopping_exits_at_once():
@@ -166,6 +172,7 @@ def test_ctrl_c_while_importing_is_one_line():
           "print('importing', flush=True)\n"
           "time.sleep(60)   # a slow import\n")
   proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=ENV, text=True,
+                          preexec_fn=_sigint_default,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
   try:
     assert proc.stdout.readline() == "importing\n"
