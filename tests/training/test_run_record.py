@@ -214,3 +214,48 @@ def test_a_data_error_leaves_nothing_behind(sst2, tmp_path, script):
   err, _ = run(script, **flags_)
   assert err and err.startswith(f"{script}: ") and "\n" not in err, err
   assert not model_dir.exists() or listing(str(model_dir)) == [], listing(str(model_dir))
+
+
+@pytest.mark.parametrize("script", ["run_race.py", "run_squad.py"])
+def test_race_and_squad_reruns_resume_or_refuse(tmp_path, text_and_sp, script):
+  """The same rule through the two other fine-tuning scripts: the same command resumes, a
+  result-changing flag (--max_seq_length, --learning_rate) is refused naming it, nothing
+  written; --allow_changed_settings continues."""
+  import random
+  from data_utils.tokenization import Tokenizer
+  _, sp = text_and_sp
+  vocab = Tokenizer(sp, lower=True).vocab_size
+  cfg = tmp_path / "config.json"
+  cfg.write_text(json.dumps({"n_layer": 2, "d_model": 16, "n_head": 2, "d_head": 8,
+                             "d_inner": 32, "n_token": vocab}))
+  rng = random.Random(0)
+  if script == "run_race.py":
+    from tests.finetuning.test_race import _write_split
+    data = tmp_path / "RACE"
+    _write_split(data, "train", 8, rng)
+    _write_split(data, "dev", 4, rng)
+    flags_ = dict(data_dir=data, max_seq_length=48, max_qa_length=8, eval_batch_size=4)
+  else:
+    from tests.finetuning.test_squad import _squad
+    flags_ = dict(train_file=_squad(tmp_path / "train.json", rng, 8, v2=True),
+                  max_seq_length=48, max_query_length=12, doc_stride=16)
+  model_dir = str(tmp_path / "run")
+  common = dict(sp_model=sp, uncased=True, model_config_path=cfg, model_dir=model_dir,
+                train_batch_size=4, train_steps=2, steps_per_loop=1, save_every=2,
+                learning_rate=1e-3, warmup_steps=0, xla="off", do_train=True, **flags_)
+  err, _ = run(script, **common)
+  assert err is None, err
+  err, lines = run(script, **common)
+  assert err is None and not any("other settings" in l for l in lines), err
+  before = {p: os.path.getmtime(os.path.join(model_dir, p)) for p in listing(model_dir)}
+  for change in (dict(max_seq_length=64), dict(learning_rate=2e-3)):
+    err, _ = run(script, **{**common, **change})
+    (name, _), = change.items()
+    assert err and err.startswith(f"{script}: --model_dir=") and f"--{name} " in err, err
+  assert {p: os.path.getmtime(os.path.join(model_dir, p)) for p in listing(model_dir)} == before
+  err, _ = run(script, **{**common, "learning_rate": 2e-3, "train_steps": 3,
+                          "allow_changed_settings": True})
+  assert err is None, err
+  history = json.loads(open(os.path.join(model_dir, "run.json")).read())["history"]
+  assert [h["step"] for h in history] == [2] and set(history[0]["changed"]) == {
+      "learning_rate", "train_steps"}
