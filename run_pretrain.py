@@ -41,9 +41,10 @@ flags.DEFINE_string("model_dir", None, "Checkpoints, TensorBoard logs and the ex
                     "a rerun resumes from its latest checkpoint.")
 flags.DEFINE_string("output_dir", None, "Alias of --model_dir.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model the records were written with; when "
-                    "given, the export also holds a SavedModel on raw text "
-                    "(MODEL_DIR/export/saved_model: sentence -> sequence_output; XLNet "
-                    "objectives).")
+                    "given, the export also holds it (spiece.model + tokenizer_info.json: "
+                    "fine-tuning from the export then uses it by default and refuses another) "
+                    "and a SavedModel on raw text (MODEL_DIR/export/saved_model: sentence -> "
+                    "sequence_output; XLNet objectives).")
 flags.DEFINE_bool("uncased", False, "With --sp_model: lower-case the text (uncased records).")
 FLAGS = flags.FLAGS
 
