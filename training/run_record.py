@@ -45,12 +45,12 @@ NEUTRAL = frozenset({
     "predict_batch_size", "n_best_size", "steps_per_loop", "save_every", "keep_checkpoints",
     "tpu", "tpu_zone", "gcp_project", "distribution_strategy", "num_hosts", "xla",
     "deterministic", "recompute", "verify_records", "checkpoint_memory", ALLOW_FLAG,
+    "model_config_path",     # its contents are recorded as `model_config`, key by key
 })
 # Flags naming a file or directory that is read: recorded by fingerprint, not by path.
 # (--record_dir: its record-infos' digest, given by pretraining/runner.py: the records
 # themselves can be terabytes.)
-PATH_FLAGS = ("sp_model", "vocab_file", "model_config_path", "init_checkpoint", "data_dir",
-              "train_file")
+PATH_FLAGS = ("sp_model", "vocab_file", "init_checkpoint", "data_dir", "train_file")
 
 
 def define_flags(flag_values=flags.FLAGS):

@@ -9,8 +9,6 @@ import json
 import os
 
 import pytest
-from absl import flags
-
 from tests import script_helpers
 from tests.finetuning.test_classifier import sst2  # noqa: F401  (the tiny SST-2 fixture)
 
@@ -18,27 +16,9 @@ from tests.finetuning.test_classifier import sst2  # noqa: F401  (the tiny SST-2
 def run(relative, **flag_values):
   """The script's main() in this process; returns (exit message or None, printed lines)."""
   out = io.StringIO()
-  lines = []
-  values = flags.FLAGS
-  before = set(values)
-  try:
-    module = script_helpers._load_script(relative)  # pylint: disable=protected-access
-    argv = [relative] + [f"--{k}={v}" if not isinstance(v, bool) else
-                         (f"--{k}" if v else f"--no{k}") for k, v in flag_values.items()]
-    values.unparse_flags()
-    values(argv)
-    try:
-      with contextlib.redirect_stdout(out):
-        module.main(argv[:1])
-    except SystemExit as e:
-      return (str(e.code) if e.code not in (None, 0) else None), lines
-    finally:
-      lines.extend(out.getvalue().splitlines())
-    return None, lines
-  finally:
-    for name in set(values) - before:
-      delattr(values, name)
-    values.unparse_flags()
+  with contextlib.redirect_stdout(out):
+    code = script_helpers.main_exit(relative, **flag_values)
+  return (str(code) if code not in (None, 0) else None), out.getvalue().splitlines()
 
 
 def classifier_flags(sst2_dir, model_dir, **extra):
@@ -259,3 +239,18 @@ def test_race_and_squad_reruns_resume_or_refuse(tmp_path, text_and_sp, script):
   history = json.loads(open(os.path.join(model_dir, "run.json")).read())["history"]
   assert [h["step"] for h in history] == [2] and set(history[0]["changed"]) == {
       "learning_rate", "train_steps"}
+
+
+def test_the_model_config_is_compared_by_its_contents(sst2, trained, tmp_path):
+  """A config with another value is refused naming the key; the same contents in another file
+  (moved, keys reordered, reindented) are the same run."""
+  _, sp, cfg = sst2
+  config = json.loads(open(cfg).read())
+  same = tmp_path / "same.json"
+  same.write_text(json.dumps(dict(reversed(list(config.items()))), indent=4))
+  err, _ = run("run_classifier.py", **classifier_flags((sst2[0], sp, same), trained))
+  assert err is None, err
+  other = tmp_path / "other.json"
+  other.write_text(json.dumps({**config, "n_layer": 3}))
+  err, _ = run("run_classifier.py", **classifier_flags((sst2[0], sp, other), trained))
+  assert err and "model_config.n_layer 2 -> 3" in err, err
