@@ -16,9 +16,10 @@ def _load_script(relative):
   return module
 
 
-def run_main(relative, **flag_values):
+def main_exit(relative, **flag_values):
   """Runs an entry script's main() in this process with these flags (defined afresh, removed
-  afterwards); a SystemExit with a message fails the test with that message."""
+  afterwards); returns its exit: None (or 0) when it finished, else SystemExit's code (a
+  refusal's one-line message)."""
   from absl import flags
   values = flags.FLAGS
   before = set(values)
@@ -31,9 +32,16 @@ def run_main(relative, **flag_values):
     try:
       module.main(argv[:1])
     except SystemExit as e:
-      if e.code not in (None, 0):
-        pytest.fail(f"{relative} exited: {e.code}")
+      return e.code
+    return None
   finally:
     for name in set(values) - before:   # the next script defines its own
       delattr(values, name)
     values.unparse_flags()
+
+
+def run_main(relative, **flag_values):
+  """main_exit, with an exit other than success failing the test with its message."""
+  code = main_exit(relative, **flag_values)
+  if code not in (None, 0):
+    pytest.fail(f"{relative} exited: {code}")

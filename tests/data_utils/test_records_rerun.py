@@ -167,22 +167,7 @@ def test_earlier_versions_directory_is_claimed_and_rewritten(tmp_path, docs, tex
 
 def _main(**flag_values):
   """create_pretrain_data.py's main in this process: its SystemExit's message, or None."""
-  from absl import flags
-  values = flags.FLAGS
-  before = set(values)
-  try:
-    module = script_helpers._load_script("data_utils/create_pretrain_data.py")  # noqa: SLF001
-    values.unparse_flags()
-    values(["x"] + [f"--{k}={v}" for k, v in flag_values.items()])
-    try:
-      module.main([])
-    except SystemExit as e:
-      return e.code
-    return None
-  finally:
-    for name in set(values) - before:
-      delattr(values, name)
-    values.unparse_flags()
+  return script_helpers.main_exit("data_utils/create_pretrain_data.py", **flag_values)
 
 
 def _flags(glob, sp, out):

@@ -11,22 +11,7 @@ from tests import script_helpers
 
 def _main(capsys, **flag_values):
   """The script's main in this process: (SystemExit message or None, stdout)."""
-  from absl import flags
-  values = flags.FLAGS
-  before = set(values)
-  code = None
-  try:
-    module = script_helpers._load_script("data_utils/train_tokenizer.py")  # noqa: SLF001
-    values.unparse_flags()
-    values(["x"] + [f"--{k}={v}" for k, v in flag_values.items()])
-    try:
-      module.main([])
-    except SystemExit as e:
-      code = e.code
-  finally:
-    for name in set(values) - before:
-      delattr(values, name)
-    values.unparse_flags()
+  code = script_helpers.main_exit("data_utils/train_tokenizer.py", **flag_values)
   return code, capsys.readouterr().out
 
 
