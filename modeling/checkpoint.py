@@ -27,6 +27,20 @@ class LoadReport:
             + f"; {len(self.unused)} in the checkpoint unused")
 
 
+# A training run's checkpoints: MODEL_DIR/ckpt/ckpt-STEP.*, named in MODEL_DIR/ckpt/checkpoint
+# (training/trainer.py's tf.train.CheckpointManager).
+CHECKPOINT_DIR = "ckpt"
+
+
+def latest_step(model_dir):
+  """The step of MODEL_DIR's latest published checkpoint (ckpt/ckpt-STEP), or None."""
+  path = tf.train.latest_checkpoint(fileio.join(model_dir, CHECKPOINT_DIR))
+  try:
+    return int(path.rsplit("-", 1)[1]) if path else None
+  except (IndexError, ValueError):
+    return None
+
+
 # A fine-tuning run's best/ (written by training/best.py): best.json names its checkpoint.
 BEST_POINTER = "best.json"
 BEST_LEGACY_CHECKPOINT = "ckpt"       # the layout before issue #31: best/ckpt.* + best.json

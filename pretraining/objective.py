@@ -73,18 +73,6 @@ class Objective(abc.ABC):
 
 
 # ---- the export's record (pretraining/task.py's on_end, the objectives' export_encoder) -----
-def latest_step(model_dir):
-  """The step of MODEL_DIR's latest checkpoint (ckpt-N), or None."""
-  import tensorflow as tf
-  path = tf.train.latest_checkpoint(model_dir)
-  if not path:
-    return None
-  try:
-    return int(path.rsplit("-", 1)[1])
-  except (IndexError, ValueError):
-    return None
-
-
 def read_export_record(export_dir):
   """export.json's dict, or None (absent or unreadable: the export is to be rewritten)."""
   path = fileio.join(export_dir, EXPORT_RECORD)

@@ -1,5 +1,5 @@
 """run_pretrain.py's run: the records' parameters resolved from the flags, the task of the
-objective, the shared trainer, the exports (the chief's)."""
+objective, the run record, the shared trainer (whose end writes the chief's exports)."""
 
 import dataclasses
 
@@ -62,6 +62,4 @@ def run(f, model_dir, strategy):
                                 f.save_every, f.keep_checkpoints, f.xla,
                                 checkpoint_state=f.checkpoint_memory)
   with pipeline.named_record_errors(f.record_dir):   # tf.data names no file
-    trainer.train()
-  if f.sp_model and objective.exports_encoder and distribution.is_chief(strategy):
-    objective.export_encoder(task, model_dir, f.sp_model, f.uncased)
+    trainer.train()     # its end writes the export (PretrainTask.on_end: the chief's)

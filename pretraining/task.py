@@ -14,12 +14,12 @@ whose latest checkpoint or tokenizer differs from the record re-exports every pa
 """
 
 import dataclasses
-import json
 
 import tensorflow as tf
 
 from data_utils import fileio
 from data_utils import pipeline
+from modeling import checkpoint as ckpt_lib
 from modeling import families, losses, tokenizer_files
 from pretraining import objective, objectives
 from training.task import OptimizerConfig, Task
@@ -47,7 +47,7 @@ class PretrainConfig(OptimizerConfig):
 
 
 EXPORT_RECORD = objective.EXPORT_RECORD
-latest_step = objective.latest_step
+latest_step = ckpt_lib.latest_step
 read_export_record = objective.read_export_record
 remove_export_record = objective.remove_export_record
 write_export_record = objective.write_export_record

@@ -112,6 +112,9 @@ def test_the_whole_chain_runs_on_a_bucket(bucket, capsys):
   export = f"{b}/pretrain/export"
   assert fileio.exists(f"{export}/xlnet_model.ckpt.index")
   assert fileio.exists(f"{export}/saved_model/saved_model.pb")     # the encoder on raw text
+  # the export names the step its parts come from: the second run's last (the first run's
+  # export of step 2 was replaced whole)
+  assert json.loads(fileio.read_text(f"{export}/export.json"))["step"] == 4
   init = dict(model_config_path=f"{export}/xlnet_config.json",
               init_checkpoint=f"{export}/xlnet_model.ckpt", sp_model=f"{spm}.model",
               train_steps=2, steps_per_loop=2, save_every=2, warmup_steps=1,

@@ -32,6 +32,7 @@ from absl import flags
 from data_utils import fileio
 from data_utils import fingerprint
 from data_utils import outputs
+from modeling import checkpoint as ckpt_lib
 
 RUN_FILE = "run.json"
 ALLOW_FLAG = "allow_changed_settings"
@@ -153,25 +154,11 @@ def _now():
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _latest_step(model_dir):
-  """The step of the latest published checkpoint (MODEL_DIR/ckpt/checkpoint), or 0."""
-  state = fileio.join(model_dir, "ckpt", "checkpoint")
-  if not fileio.exists(state):
-    return 0
-  for line in fileio.read_text(state).splitlines():
-    if line.startswith("model_checkpoint_path:"):
-      name = line.split(":", 1)[1].strip().strip('"')
-      try:
-        return int(name.rsplit("-", 1)[1])
-      except (IndexError, ValueError):
-        return 0
-  return 0
-
-
 def _is_legacy_run(model_dir, names):
   """A run directory of an earlier version (checkpoints or the optimizer record, no marker),
   or one whose every entry (`names`) is an output of this project (e.g. a feature cache)."""
-  return any(name in names for name in ("ckpt", "optimizer.json", "train", "best")) or \
+  return any(name in names for name in (ckpt_lib.CHECKPOINT_DIR, "optimizer.json", "train",
+                                         "best")) or \
       all(outputs.kind_of(fileio.join(model_dir, name)) for name in names)
 
 
@@ -233,7 +220,7 @@ def check(model_dir, script, settings, allow_changes=False, write=True, log=prin
                      "continue this run with the new values")
 
   def commit_changed():
-    step = _latest_step(model_dir)
+    step = ckpt_lib.latest_step(model_dir) or 0
     log(f"continuing the run at step {step} with changed settings: {describe(diffs)} "
         f"(recorded in {fileio.join(model_dir, RUN_FILE)})")
     if write:

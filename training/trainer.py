@@ -183,9 +183,9 @@ class Trainer:
     # Every host resumes from model_dir; a non-chief saves into its temporary write_dir
     # (taking part in the save's collectives), which is discarded.
     self.manager = tf.train.CheckpointManager(
-        self.checkpoint, fileio.join(self.model_dir, "ckpt"), max_to_keep=self.keep)
+        self.checkpoint, fileio.join(self.model_dir, ckpt_lib.CHECKPOINT_DIR), max_to_keep=self.keep)
     self.save_manager = self.manager if self.write_dir == self.model_dir else \
-        tf.train.CheckpointManager(self.checkpoint, fileio.join(self.write_dir, "ckpt"),
+        tf.train.CheckpointManager(self.checkpoint, fileio.join(self.write_dir, ckpt_lib.CHECKPOINT_DIR),
                                    max_to_keep=self.keep)
 
   def _record_optimizer(self):

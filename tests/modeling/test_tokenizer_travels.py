@@ -114,10 +114,12 @@ def test_mpnet_sentencepiece_export_gives_our_ids(tmp_path, text_and_sp):
 
 # ---- the pretraining export ------------------------------------------------------------------
 def _checkpoint_state(model_dir, step):
-  """A `checkpoint` state file naming ckpt-STEP (what the trainer's last save leaves)."""
-  os.makedirs(model_dir, exist_ok=True)
-  open(os.path.join(model_dir, f"ckpt-{step}.index"), "wb").close()
-  with open(os.path.join(model_dir, "checkpoint"), "w") as f:
+  """A `checkpoint` state file naming ckpt-STEP where the trainer's last save leaves it
+  (MODEL_DIR/ckpt/)."""
+  ckpt = os.path.join(model_dir, "ckpt")
+  os.makedirs(ckpt, exist_ok=True)
+  open(os.path.join(ckpt, f"ckpt-{step}.index"), "wb").close()
+  with open(os.path.join(ckpt, "checkpoint"), "w") as f:
     f.write(f'model_checkpoint_path: "ckpt-{step}"\n')
 
 
