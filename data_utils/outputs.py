@@ -155,11 +155,19 @@ def check_file(path, flag):
     raise ValueError(f"{flag}={path}: is an existing directory; pass a file name")
 
 
+def same_place_key(path):
+  """PATH as compared with another path: URLs as written, local paths made absolute (so
+  `run` and `./run` are one place)."""
+  path = str(path).rstrip("/") or str(path)
+  return path if fileio.is_url(path) else os.path.abspath(path)
+
+
 def check_distinct(paths):
   """ValueError when two output flags name the same path (`paths`: {flag: path or None}). One
   inside the other is left to `check_dir`: the outer one is then not empty."""
-  items = [(_name(f), str(p).rstrip("/")) for f, p in paths.items() if p]
-  for i, (fa, pa) in enumerate(items):
-    for fb, pb in items[i + 1:]:
-      if pa == pb:
-        raise ValueError(f"{fa} and {fb} name the same path {pa}; pass two different paths")
+  items = [(_name(f), p, same_place_key(p)) for f, p in paths.items() if p]
+  for i, (fa, pa, ka) in enumerate(items):
+    for fb, pb, kb in items[i + 1:]:
+      if ka == kb:
+        raise ValueError(f"{fa}={pa} and {fb}={pb} name the same path; pass two different "
+                         "paths")

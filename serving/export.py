@@ -31,7 +31,6 @@ training by the scripts and again right before publishing.
 """
 
 import functools
-import os
 import uuid
 
 import numpy as np
@@ -259,12 +258,6 @@ EXPORT_NAMES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "keras_
                 "variables", "assets", "assets.extra")
 
 
-def _local_key(path):
-  """PATH as compared with another path: URLs as written, local paths made absolute."""
-  path = str(path).rstrip("/") or str(path)
-  return path if fileio.is_url(path) else os.path.abspath(path)
-
-
 def _earlier_export_names(names):
   """Whether an unmarked directory's entries are an earlier version's export: saved_model.pb
   and variables/ and nothing but EXPORT_NAMES (any other entry is somebody else's)."""
@@ -297,7 +290,7 @@ def check_export_dir(path, flag="export_dir", model_dir=None):
   path = str(path).rstrip("/") or str(path)
   name = flag if flag.startswith("--") or " " in flag else f"--{flag}"
   if model_dir:
-    here, run = _local_key(path), _local_key(model_dir)
+    here, run = outputs.same_place_key(path), outputs.same_place_key(model_dir)
     if here == run or run.startswith(here.rstrip("/") + "/"):
       what = "is" if here == run else "holds"
       raise ValueError(f"{name}={path}: {what} --model_dir={model_dir}; pass a directory of its "

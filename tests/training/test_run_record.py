@@ -254,3 +254,12 @@ def test_the_model_config_is_compared_by_its_contents(sst2, trained, tmp_path):
   other.write_text(json.dumps({**config, "n_layer": 3}))
   err, _ = run("run_classifier.py", **classifier_flags((sst2[0], sp, other), trained))
   assert err and "model_config.n_layer 2 -> 3" in err, err
+
+
+def test_two_output_flags_on_one_new_path_are_refused(sst2, tmp_path, monkeypatch):
+  """--export_hf_dir naming the (not yet made) --model_dir, spelled another way: one line,
+  nothing made."""
+  monkeypatch.chdir(tmp_path)
+  err, _ = run("run_classifier.py", **classifier_flags(sst2, "run", export_hf_dir="./run/"))
+  assert err and "--model_dir=run and --export_hf_dir=./run/ name the same path" in err, err
+  assert not (tmp_path / "run").exists()
