@@ -41,11 +41,13 @@ QUICKSTART = "quickstart"
 
 
 # ---- light path queries (local: os, URL: fileio) -------------------------------------------------
-def _exists(path):
+def exists(path):
+  """Whether PATH exists (a dangling symlink too), without TensorFlow for a local path."""
   return os.path.lexists(path) if not fileio.is_url(path) else fileio.exists(path)
 
 
-def _isdir(path):
+def isdir(path):
+  """Whether PATH is a directory, without TensorFlow for a local path."""
   return os.path.isdir(path) if not fileio.is_url(path) else fileio.isdir(path)
 
 
@@ -58,8 +60,8 @@ def _file_above(path):
   parent = fileio.dirname(path)
   while parent and parent not in ("/", ".") and not parent.endswith(":/") and \
       not parent.endswith("://"):
-    if _exists(parent):
-      return None if _isdir(parent) else parent
+    if exists(parent):
+      return None if isdir(parent) else parent
     up = fileio.dirname(parent)
     if up == parent:
       break
@@ -71,7 +73,7 @@ def read_marker(directory):
   """The marker's dict of DIRECTORY, or None (absent, unreadable, not ours)."""
   path = fileio.join(directory, OUTPUT_MARKER)
   try:
-    if not _exists(path):
+    if not exists(path):
       return None
     data = json.loads(fileio.read_bytes_light(path).decode("utf-8"))
   except (OSError, ValueError, UnicodeDecodeError):
@@ -101,9 +103,9 @@ def check_dir(path, flag, kind, also=(), earlier=None):
   above = _file_above(path)
   if above:
     raise ValueError(f"{flag}={path}: {above} is a file, not a directory")
-  if not _exists(path):
+  if not exists(path):
     return "new"
-  if not _isdir(path):
+  if not isdir(path):
     raise ValueError(f"{flag}={path}: is an existing file; pass a directory (new or empty)")
   names = _listdir(path)
   if not names:
@@ -151,7 +153,7 @@ def check_file(path, flag):
   above = _file_above(path)
   if above:
     raise ValueError(f"{flag}={path}: {above} is a file, not a directory")
-  if _exists(path) and _isdir(path):
+  if exists(path) and isdir(path):
     raise ValueError(f"{flag}={path}: is an existing directory; pass a file name")
 
 

@@ -18,7 +18,6 @@ stops at the pieces the text holds: a model smaller than --vocab_size is a one-l
 
 import hashlib
 import json
-import os
 import sys
 
 from absl import flags
@@ -54,22 +53,14 @@ def _sidecar(prefix):
   return data
 
 
-def _exists(path):
-  return os.path.lexists(path) if not fileio.is_url(path) else fileio.exists(path)
-
-
-def _isdir(path):
-  return os.path.isdir(path) if not fileio.is_url(path) else fileio.isdir(path)
-
-
 def check_existing(prefix, settings):
   """None when PREFIX's files may be written; "complete" when PREFIX.model was made by this
   script from these settings; else raises ValueError (one line) saying what is there."""
   model, side = prefix + ".model", _sidecar(prefix)
   flag = f"--model_prefix={prefix}"
-  if not _exists(model):
+  if not outputs.exists(model):
     for other in (prefix + ".json", prefix + ".vocab"):
-      if _exists(other) and side is None:
+      if outputs.exists(other) and side is None:
         raise ValueError(f"{flag}: {other} exists and was not written by this script; pass "
                          "another --model_prefix (nothing was written)")
     return None
@@ -95,7 +86,7 @@ def main(argv):
   if not FLAGS.input_glob or not FLAGS.model_prefix:
     sys.exit("train_tokenizer.py: --input_glob and --model_prefix are required")
   prefix = FLAGS.model_prefix
-  if prefix.endswith("/") or (_exists(prefix) and _isdir(prefix)):
+  if prefix.endswith("/") or (outputs.exists(prefix) and outputs.isdir(prefix)):
     sys.exit(f"train_tokenizer.py: --model_prefix={prefix}: is a directory; pass a prefix of "
              f"file names, e.g. --model_prefix={prefix.rstrip('/')}/spiece (writes "
              f"{prefix.rstrip('/')}/spiece.model)")
