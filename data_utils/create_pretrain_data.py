@@ -83,8 +83,8 @@ def main(argv):
 
 
 def run(argv):
-  """`absl.app.run(main)`, without importing absl.app (with absl.logging and pdb: ~20-35 ms of a
-  writer process's start-up) when the command line holds only this script's own flags; any
+  """`absl.app.run(main)`, without importing absl.app (with absl.logging and pdb: a visible
+  part of a writer process's start-up) when the command line holds only this script's own flags; any
   other flag (--help, --helpfull, --flagfile, absl.logging's...) or a bad value goes through
   absl.app as before (data_utils/cli_app.py: the help flags exit 0)."""
   if not any(arg.startswith(("-h", "-?", "--help", "--flagfile", "--only_check_args"))
@@ -102,8 +102,7 @@ def _exit(code):
   """`sys.exit(code)`; on success (and without TensorFlow loaded) as os._exit(0) after the
   atexit handlers and a flush of stdout/stderr: every file is closed and every worker joined by
   then, and what is skipped is only the interpreter's teardown (deallocating every module and
-  object one by one, ~20 ms of CPU in this process, mostly numpy's: 2-3% of the bench's whole
-  run), memory the OS reclaims at once anyway."""
+  object one by one, mostly numpy's), memory the OS reclaims at once anyway."""
   if code not in (None, 0) or "tensorflow" in sys.modules:
     sys.exit(code)
   import atexit  # pylint: disable=import-outside-toplevel

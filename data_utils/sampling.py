@@ -300,7 +300,7 @@ def permutation_ranks(rng, num, seq_len, perm_size):
   bits = max(int(perm_size - 1).bit_length(), 1)
   if bits > 10:
     return np.argsort(rng.random(shape), axis=-1).reshape(num, seq_len)
-  # = argsort, 3x faster: a key is j / 2**53 (numpy's doubles), so j with the position in the
+  # = argsort, faster: a key is j / 2**53 (numpy's doubles), so j with the position in the
   # low bits is one exact uint64 per position, and a plain sort orders them the same way.
   if type(rng.bit_generator) is np.random.PCG64:
     # PCG64's double is (next 64 bits >> 11) / 2**53: the same j straight from the same draws

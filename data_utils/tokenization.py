@@ -35,8 +35,8 @@ _SPACES_BYTES = re.compile(b" {2,}")
 
 
 def _sorted_unique(x):
-  """np.unique of a non-decreasing array (np.unique's first call imports numpy.ma: 15-25 ms of a
-  writer process's start-up)."""
+  """np.unique of a non-decreasing array (np.unique's first call imports numpy.ma, a visible
+  part of a writer process's start-up)."""
   return x[np.concatenate([[True], x[1:] != x[:-1]])] if len(x) else x
 
 

@@ -290,8 +290,7 @@ def write_shard(job):
 def _gc_paused():
   """Python's cyclic garbage collector off while a shard is written: SentencePiece returns one
   list per line (~10k per shard, 2M ids), and the collections their allocation triggers
-  traverse every id of every list still alive (measured ~30 ms of CPU over the bench's 18
-  shards, 3-4% of the writer). Nothing here makes reference cycles; whatever else does is
+  traverse every id of every list still alive, a few per cent of the writer's CPU. Nothing here makes reference cycles; whatever else does is
   collected after the shard, when the collector is back on."""
   if not gc.isenabled():
     yield

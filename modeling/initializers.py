@@ -3,8 +3,7 @@
 A Keras 3 initializer draws its seed once, when it is made (unseeded: from Python's `random`,
 which keras.utils.set_random_seed seeds), and returns the same values at every call for one
 shape. One instance shared by several weights therefore makes them EQUAL: q = k = v = o in every
-layer, every layer the same (found in issue #33: MPNet's and XLNet's fresh models started with
-that symmetry). TF1's initializers, which the XLNet release used, drew anew at every variable.
+layer, every layer the same (fresh models would start with that symmetry). TF1's initializers, which the XLNet release used, drew anew at every variable.
 `independent(x)` wraps an initializer (or its name) so that each call draws with a fresh copy of
 it: weights differ, and the same seed still gives the same bytes (the copies' seeds come from
 Python's `random` in the order the weights are built).

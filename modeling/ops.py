@@ -42,9 +42,9 @@ def large_negative(dtype):
 #              softmax exponentiates in bfloat16: up to 7% error);
 #   "fusible"  TensorFlow kernels + XLA element-wise clusters: where TensorFlow uses oneDNN,
 #              the bfloat16 softmax runs on its kernel, kept out of the clusters (float32
-#              inside, the rounded float32 result, 2.5x faster on CPU), so does rel_shift's
-#              gradient (TensorFlow's Pad, 8x XLA's CPU pad loop), and rel_shift_rows'
-#              gather is compiled by XLA (1.5x TensorFlow's GatherV2 / UnsortedSegmentSum);
+#              inside, the rounded float32 result, faster on CPU), so does rel_shift's
+#              gradient (TensorFlow's Pad, faster than XLA's CPU pad loop), and rel_shift_rows'
+#              gather is compiled by XLA (faster than TensorFlow's GatherV2 / UnsortedSegmentSum);
 #   "off"      TensorFlow kernels only: the same softmax kernel, TensorFlow's gather.
 _XLA_MODE = ["full"]
 
@@ -158,7 +158,7 @@ def rel_shift(x, klen):
     relative distance (M + i) - j.
 
   The gradient (two zero pads) runs on TensorFlow's Pad kernel outside full-XLA
-  steps: 8x faster on CPU than XLA's element-wise pad loop.
+  steps: much faster on CPU than XLA's element-wise pad loop (bench/pretrain_step.py).
   """
   @tf.custom_gradient
   def forward(x):
@@ -260,7 +260,7 @@ def _rel_shift_rows(x, positions, qlen, klen):
   return tf.gather(x, idx, batch_dims=3)
 
 
-# The same gather compiled by XLA (1.5x faster forward and backward on CPU than
+# The same gather compiled by XLA (faster forward and backward on CPU than
 # TensorFlow's batched GatherV2 / UnsortedSegmentSum), used in fusible steps.
 _rel_shift_rows_xla = tf.function(_rel_shift_rows, jit_compile=True)
 

@@ -1,6 +1,6 @@
 """Golden outputs: run the entry scripts of a checkout on tiny fixed data, hash what they write.
 
-Evidence for a behaviour-unchanged change (issue #32): run this on a checkout from before and
+Evidence for a behaviour-unchanged change: run this on a checkout from before and
 one from after, then compare the two manifests.
 
   python tools/golden_outputs.py --repo /tmp/before --out before.json [--work_dir W]
@@ -63,10 +63,9 @@ Excluded or normalised, because they legitimately differ run to run:
 Each excluded file is listed in the manifest under "excluded" with the reason.
 
 Determinism: two runs on the same checkout in two work directories give identical manifests
-(checked on e344cfb, the commit before #32, quickstart included: its scripts run without
---deterministic at --xla=full and were byte-identical too). The subprocesses get
+(the quickstart included: its scripts run without --deterministic at --xla=full and are
+byte-identical too). The subprocesses get
 PYTHONHASHSEED=0, no GPU, and no TF_XLA_FLAGS from the caller; the input files a fixed mtime.
-One run takes about 9-11 minutes on 2 busy CPU cores (about 5 without the quickstart).
 --rehash re-hashes a finished --work_dir without running anything.
 """
 

@@ -86,8 +86,8 @@ class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     without its branches when the inner optimizer takes the scale and the decision itself
     (training/optimization.Adam's `loss_scale` and `apply_if`, set here before each apply):
     Keras divides every gradient before the update and applies it inside a tf.cond, which
-    keeps a copy of the gradients and of each updated variable alive (+0.54 GiB at XLNet-Base
-    batch 4 in bench/memory.py's plans). Under gradient accumulation Keras' path stays: the
+    keeps a copy of the gradients and of each updated variable alive (bench/memory.py's plans
+    show the difference). Under gradient accumulation Keras' path stays: the
     accumulated gradients must share one scale."""
     inner = self.inner_optimizer
     if not hasattr(inner, "apply_if") or inner.gradient_accumulation_steps:
