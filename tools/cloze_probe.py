@@ -1,4 +1,4 @@
-"""Zero-shot cloze on a finished quickstart : each
+"""Zero-shot cloze on a finished quickstart: each
 objective's random weights (step 0) and final pretraining checkpoint score the RACE-format
 questions of one split with no fine-tuning (pretraining/cloze.py).
 
