@@ -43,7 +43,7 @@ def latest_step(model_dir):
 
 # A fine-tuning run's best/ (written by training/best.py): best.json names its checkpoint.
 BEST_POINTER = "best.json"
-BEST_LEGACY_CHECKPOINT = "ckpt"       # the layout before issue #31: best/ckpt.* + best.json
+BEST_LEGACY_CHECKPOINT = "ckpt"       # the older layout: best/ckpt.* + best.json
 
 
 def read_best(best_dir):

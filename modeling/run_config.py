@@ -19,9 +19,11 @@ class RunConfig:
     dropatt: dropout on attention probabilities.
     mem_len: tokens of memory cached per layer (0 = no memory returned).
     reuse_len: only the first `reuse_len` tokens of a segment are cached
-      (0 = all of it).
+      (0 = all of it; None, unset: all of it for a model, the records' value for a
+      pretraining task, which refuses a set value other than its records').
     bi_data: first half of the batch uses forward relative positions, second
-      half the negated ones (batch must be even).
+      half the negated ones (batch must be even). None (unset) is False for a model and
+      the records' value for a pretraining task (a set value must be the records').
     clamp_len: clip relative positions to [-clamp_len, clamp_len] (-1 = off).
     same_length: (uni only) every query sees the same number of keys.
     attn_type: "bi" (XLNet pretraining and fine-tuning) or "uni" (causal).
@@ -34,8 +36,8 @@ class RunConfig:
   dropout: float = 0.1
   dropatt: float = 0.1
   mem_len: int = 0
-  reuse_len: int = 0
-  bi_data: bool = False
+  reuse_len: int = None
+  bi_data: bool = None
   clamp_len: int = -1
   same_length: bool = False
   attn_type: str = "bi"
@@ -52,7 +54,7 @@ class RunConfig:
     for key in ("dropout", "dropatt"):
       if not 0.0 <= getattr(self, key) < 1.0:
         raise ValueError(f"RunConfig.{key} must be in [0, 1), got {getattr(self, key)}")
-    if self.mem_len < 0 or self.reuse_len < 0:
+    if self.mem_len < 0 or (self.reuse_len or 0) < 0:
       raise ValueError("RunConfig.mem_len and reuse_len must be >= 0")
 
   def initializer(self):

@@ -1,6 +1,6 @@
 """Zero-shot cloze: a pretrained model, with no fine-tuning, picks the option it finds most
-probable at the blank of a RACE-format question (issue #33: a measure of what pretraining
-taught that involves no fine-tuning learning rate).
+probable at the blank of a RACE-format question: a measure of what pretraining taught that
+involves no fine-tuning learning rate.
 
 Each (question, option) is one row in the records' layout, `A <sep> B <sep> <cls>` with
 segments 0 / 1 / 2 (data_utils/record_format.py): A = the article's last tokens that fit,
@@ -67,13 +67,6 @@ def _scores(log_probs):
   """{scoring: score} of one option's token log-probabilities."""
   logp = np.asarray(log_probs, np.float64)
   return {"sum": float(logp.sum()), "mean": float(logp.mean())}
-
-
-def option_scores(objective, task, model, tokenizer, article, question, options, seq_len):
-  """{scoring: [score per option]} of one question."""
-  rows = [cloze_row(tokenizer, article, question, option, seq_len) for option in options]
-  scores = [_scores(lp) for lp in objective.span_log_probs_many(task, model, rows)]
-  return {name: [s[name] for s in scores] for name in SCORINGS}
 
 
 def accuracy(scores, labels):

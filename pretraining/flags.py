@@ -39,7 +39,7 @@ def define_pretrain_flags(flag_values=flags.FLAGS):
   flags.DEFINE_enum("verify_records", "auto", list(record_format.VERIFY_MODES),
                     "Before training, check every record file against its record-info: size "
                     "(always; catches truncation), sha256 (also hash every file: catches any "
-                    "altered byte, ~1.4 GB/s per core), auto (sha256 when the files total at "
+                    "altered byte; reads every byte), auto (sha256 when the files total at "
                     f"most {record_format.AUTO_SHA256_BYTES >> 30} GiB). A record corrupted "
                     "beyond these checks stops the run when it is read, naming the file "
                     "(CRC32C).", **f)

@@ -1,9 +1,9 @@
 """The contract of a pretraining objective (pretraining/task.py calls these, nothing else).
 
-An objective is one module of this package and one line in its registry (__init__.py). It
-decides the model, the model's inputs from a batch of the records, the predictions the LM loss
-scores, any extra loss, and the export; the task around it owns the records, the carried
-state, the seeds and the optimizer, the same for every objective.
+An objective is one module of this package and one line in its registry (OBJECTIVES in
+pretraining/objectives.py). It decides the model, the model's inputs from a batch of the
+records, the predictions the LM loss scores, any extra loss, and the export; the task around it
+owns the records, the carried state, the seeds and the optimizer, the same for every objective.
 
 Shapes: B rows per replica, L tokens, P predictions per row, V vocabulary.
 """

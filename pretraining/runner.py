@@ -25,6 +25,9 @@ def run(f, model_dir, strategy):
   if f.export_hf_dir:     # checked before any work; written at the end
     outputs.check_dir(f.export_hf_dir, "export_hf_dir", outputs.HF)
   objective = objectives.get(f.objective)
+  if f.mem_len and not objective.carries_memory:   # refused, not dropped without a word
+    raise ValueError(f"--mem_len={f.mem_len}: --objective={f.objective} carries no memory; "
+                     "leave --mem_len out")
   family = families.get(objective.family)   # mpnet: a Hugging Face style MPNet config.json
   model_config = family.config_from_json(f.model_config_path)
   resolved = record_format.resolve_training_params(

@@ -67,9 +67,7 @@ class PretrainTask(Task):
     self.objective = objectives.get(config.objective)
     run_config = self.objective.run_config(run_config)
     vocab = families.get(self.family).vocab_size(model_config)
-    if run_config.mem_len and run_config.reuse_len != config.reuse_len:
-      run_config = dataclasses.replace(run_config, reuse_len=config.reuse_len)
-    run_config = dataclasses.replace(run_config, bi_data=config.bi_data)
+    run_config = records_run_config(run_config, config)
     self.config, self.model_config, self.run_config = config, model_config, run_config
     self.init_checkpoint = init_checkpoint
     # the config against the rows: MPNet's positions and (records: SentencePiece) its pad id
@@ -190,6 +188,19 @@ class PretrainTask(Task):
       if self.objective.exports_encoder:
         parts.append("saved_model")
     return parts
+
+
+def records_run_config(run_config, config):
+  """`run_config` with the records' reuse_len and bi_data (`config`, a PretrainConfig) where it
+  leaves them unset (None); a set value that differs is refused (ValueError, one line naming
+  both), never replaced: the model would otherwise cache or position its memory otherwise than
+  the records were laid out for."""
+  for name in ("reuse_len", "bi_data"):
+    given, records = getattr(run_config, name), getattr(config, name)
+    if given is not None and given != records:
+      raise ValueError(f"RunConfig.{name}={given!r} but PretrainConfig.{name}={records!r} (the "
+                       f"records'): give the same value, or leave RunConfig.{name} unset (None)")
+  return dataclasses.replace(run_config, reuse_len=config.reuse_len, bi_data=config.bi_data)
 
 
 def _records_pad_id():

@@ -299,14 +299,24 @@ def _summary(agg, unigram, data):
   lines = []
   ends = {o: sum(l for _, l in r["curve"][-3:]) / len(r["curve"][-3:])
           for o, r in agg["pretrain"].items() if r["curve"]}
-  near = []
+  near, above = [], []     # ended less than 0.2 nats below the unigram loss; at or above it
   if unigram and ends:
-    below = {o: unigram - e for o, e in ends.items()}
-    near = [o for o, b in below.items() if b < 0.2]
-    lines.append("Pretraining: " + ", ".join(f"{o} ended {b:.2f} nats below the unigram loss"
-                                             for o, b in below.items())
-                 + (f"; {' and '.join(near)} stayed within 0.2 nats of it (barely past "
-                    "predicting token frequencies)" if near else "") + ".")
+    parts = []
+    for o, end in ends.items():
+      below = unigram - end
+      if below > 0:
+        parts.append(f"{o} ended {below:.2f} nats below the unigram loss")
+        if below < 0.2:
+          near.append(o)
+      else:
+        parts.append(f"{o} ended {-below:.2f} nats above the unigram loss" if below < 0 else
+                     f"{o} ended at the unigram loss")
+        above.append(o)
+    lines.append("Pretraining: " + ", ".join(parts)
+                 + (f"; {' and '.join(near)} stayed within 0.2 nats below it (barely past "
+                    "predicting token frequencies)" if near else "")
+                 + (f"; {' and '.join(above)} did not get past it (not yet using context "
+                    "beyond token frequencies)" if above else "") + ".")
   cls = {a: s for a, s in agg["classify"].items() if s}
   if cls and data:
     chance = 100 / len(data["classify"]["labels"])
@@ -334,11 +344,12 @@ def _summary(agg, unigram, data):
       lines.append(f"Of the {len(pairs)} orderings the papers' ablations (and the premise of "
                    f"pretraining) predict, {len(held)} hold on this task"
                    + (f" ({', '.join(held)})" if held else "") + "; see the comparison below.")
-    for a in near:
+    for a in near + above:
       base = cls.get(BASELINE[a])
       if a in cls and cls[a]["mean"] * 100 < 2 * chance and base and (
           base["mean"] * 100 > 2 * chance):
-        lines.append(f"{a}: pretraining ended near the unigram loss and fine-tuning from it "
+        where = "near" if a in near else "at or above"
+        lines.append(f"{a}: pretraining ended {where} the unigram loss and fine-tuning from it "
                      f"stays near chance ({_fmt(cls[a])}%) with the shared recipe, while the "
                      f"same model from random weights reaches {_fmt(base)}%: consistent with a "
                      "model stopped on that plateau holding representations that carry little "

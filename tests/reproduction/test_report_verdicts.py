@@ -129,6 +129,49 @@ def test_classification_with_one_seed_says_there_is_no_spread():
 
 
 # ---- the summary bullets -------------------------------------------------------------------
+def _curve(end):
+  """A pretraining curve whose last three logs are all `end` (the summary averages them)."""
+  return {"curve": [(100, 7.0), (200, end), (300, end), (400, end)]}
+
+
+def test_summary_pretraining_says_which_side_of_the_unigram_loss_each_ended():
+  """The sign first: a model that ended ABOVE the unigram loss is said to be above it (and not
+  past it), never "-1.02 nats below"; 0.10 below is "within 0.2 nats below", 0.50 below plain;
+  exactly at it is "at", and not past it either. Unigram 5.0; ends 6.02, 4.90, 4.50, 5.0."""
+  agg = {"pretrain": {"plm": _curve(6.02), "mlm": _curve(4.90), "mpnet": _curve(4.50)},
+         "classify": {}}
+  assert report._summary(agg, 5.0, DATA) == [
+      "- Pretraining: plm ended 1.02 nats above the unigram loss, mlm ended 0.10 nats below the "
+      "unigram loss, mpnet ended 0.50 nats below the unigram loss; mlm stayed within 0.2 nats "
+      "below it (barely past predicting token frequencies); plm did not get past it (not yet "
+      "using context beyond token frequencies)."]
+  agg["pretrain"] = {"plm": _curve(5.0), "mpnet": _curve(4.0)}
+  assert report._summary(agg, 5.0, DATA) == [
+      "- Pretraining: plm ended at the unigram loss, mpnet ended 1.00 nats below the unigram "
+      "loss; plm did not get past it (not yet using context beyond token frequencies)."]
+
+
+def test_summary_plateau_sentence_for_near_and_above_only_when_fine_tuning_stays_at_chance():
+  """Chance 25%: an arm under 2x chance (50%) whose random-weights twin is over it gets the
+  plateau sentence, worded by the side of the unigram loss it ended on; mpnet (1.0 below:
+  not near) and an arm whose twin is also low get none."""
+  agg = {"pretrain": {"plm": _curve(6.0), "mlm": _curve(4.9), "mpnet": _curve(4.0)},
+         "classify": {"none": _s(0.60, 0.01), "plm": _s(0.30, 0.01), "mlm": _s(0.26, 0.01),
+                      "mpnet": _s(0.30, 0.01), "none-mpnet": _s(0.70, 0.01)}}
+  plateau = [l for l in report._summary(agg, 5.0, DATA) if "plateau" in l]
+  assert plateau == [
+      "- mlm: pretraining ended near the unigram loss and fine-tuning from it stays near "
+      "chance (26.0 ± 1.0%) with the shared recipe, while the same model from random weights "
+      "reaches 60.0 ± 1.0%: consistent with a model stopped on that plateau holding "
+      "representations that carry little of the input.",
+      "- plm: pretraining ended at or above the unigram loss and fine-tuning from it stays "
+      "near chance (30.0 ± 1.0%) with the shared recipe, while the same model from random "
+      "weights reaches 60.0 ± 1.0%: consistent with a model stopped on that plateau holding "
+      "representations that carry little of the input."]
+  agg["classify"]["none"] = _s(0.45, 0.01)       # the twin itself under 2x chance: no sentence
+  assert not [l for l in report._summary(agg, 5.0, DATA) if "plateau" in l]
+
+
 def test_summary_verdicts_every_branch():
   agg = {"pretrain": {}, "classify": _classify()}
   assert report._summary(agg, None, DATA) == [
