@@ -36,7 +36,9 @@ class TaskSpec:
   columns: dict             # split -> (a column, b column or None, label column or None)
   header: object = True     # True/False, or the set of splits whose file has a header
   submission: dict = None   # split -> GLUE submission file name
-  reader: str = "tsv"
+  reader: str = "tsv"       # tsv | csv | imdb | table (your own data: finetuning/table_data.py)
+  key: str = None           # the feature cache's name for the task (default: name)
+  read: object = None       # read(spec, split, path, report) -> examples, else by `reader`
 
   @property
   def is_regression(self):
@@ -159,7 +161,7 @@ def _quote_open(text, delimiter):
   return state == "quoted"
 
 
-def _rows(path, delimiter, quoting):
+def delimited_rows(path, delimiter, quoting):
   """Yields (first line of the row, row) of a delimited UTF-8 file (a leading BOM dropped).
 
   A row holding bytes that are not UTF-8 is an error naming its line; so is a quoted field
@@ -213,6 +215,8 @@ def split_path(spec, data_dir, split):
   """The file (or, for IMDB, the directory) a split is read from."""
   if split not in spec.files:
     raise ValueError(f"task {spec.name} has no {split} split (has {', '.join(spec.files)})")
+  if spec.reader == "table":      # your own data: the files are named in full
+    return spec.files[split]
   return fileio.join(data_dir, spec.files[split])
 
 
@@ -229,6 +233,8 @@ def read_split(spec, data_dir, split, report=print):
   path = split_path(spec, data_dir, split)
   if spec.reader == "imdb":
     return _read_imdb(spec, path, report)
+  if spec.read is not None:       # your own data (finetuning/table_data.py)
+    return spec.read(spec, split, path, report)
   a_col, b_col, label_col = spec.columns[split]
   tsv = spec.reader == "tsv"
   delimiter, quoting = ("\t", csv.QUOTE_NONE) if tsv else (",", csv.QUOTE_MINIMAL)
@@ -239,7 +245,7 @@ def read_split(spec, data_dir, split, report=print):
           if c is not None]
   needed = max(c + 1 if c >= 0 else -c for c in cols)
   examples, total, blank, short, first_short = [], 0, 0, 0, None
-  for k, (line_no, row) in enumerate(_rows(path, delimiter, quoting)):
+  for k, (line_no, row) in enumerate(delimited_rows(path, delimiter, quoting)):
     if has_header and k == 0:
       continue
     total += 1

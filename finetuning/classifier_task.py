@@ -1,13 +1,17 @@
-"""Sequence classification / regression as a task of the shared trainer."""
+"""Sequence classification / regression as a task of the shared trainer: the GLUE and
+text-classification data sets (finetuning/classifier_data.py) and your own data
+(finetuning/table_data.py), their features, metrics, predictions files and exports."""
 
 import dataclasses
+import json
 
 import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
 from data_utils import layouts
-from finetuning import classifier_data, classifier_features, metrics
+from finetuning import classifier_data, classifier_features, metrics, predictions, table_data
+from modeling import checkpoint as ckpt_lib
 from modeling import families
 from serving import export
 from serving import tasks as serving_tasks
@@ -64,16 +68,21 @@ class ClassifierTask(Task):
   def family(self):
     return self.config.model_type
 
-  def __init__(self, config, model_config, run_config, init_checkpoint=None, spec=None):
+  def __init__(self, config, model_config, run_config, init_checkpoint=None, spec=None,
+               columns=None):
+    """SPEC: the task (default: the built-in --task_name); COLUMNS: your own data's
+    table_data.Columns (recorded in MODEL_DIR/task.json at the end of training)."""
     self.config, self.model_config, self.run_config = config, model_config, run_config
     self.spec = spec or classifier_data.get_task(config.task_name)
+    self.columns = columns
     self._tokenizer = None
     if config.sp_model or config.vocab_file:      # else: made (and refused) when first needed
       layouts.check_vocab(model_config, self.tokenizer, config.max_seq_length)
     self.init_checkpoint = init_checkpoint
     self.seed = config.seed
     self.tokens_per_step = config.train_batch_size * config.max_seq_length
-    eval_metrics = metrics.task_metrics(self.spec.name, [0, 1], [0, 1])
+    eval_metrics = metrics.task_metrics(self.spec.name, [0, 1], [0, 1],
+                                        regression=self.spec.is_regression)
     self.main_metric = next(iter(eval_metrics))
     if config.cache_dir and self.feature_cache:   # refused before any work; made when written
       classifier_features.check_cache_dir(config.cache_dir)
@@ -94,7 +103,7 @@ class ClassifierTask(Task):
     self.tokenizer      # no --sp_model / --vocab_file: its one-line error before the cache name
     source = classifier_data.split_path(self.spec, c.data_dir, split)
     path = fileio.join(c.cache_dir, classifier_features.cache_name(
-        self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,
+        self.spec.key or self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,
         c.model_type, classifier_features.source_stamp(source)))
     stamp = lambda: (path, fileio.size(path), fileio.mtime_ns(path))
     if fileio.exists(path) and stamp() not in self._checked:   # each evaluation calls this
@@ -154,16 +163,24 @@ class ClassifierTask(Task):
     return loss / self.replicas(), {}, state
 
   # ---- evaluation and prediction ----------------------------------------------------
+  def outputs(self, model, split):
+    """(outputs, labels) over a split, in the file's order: the logits `[N, num_labels]` (the
+    scores `[N]` for regression) and the labels `[N]` (class indices, -1 or NaN when the split
+    has none)."""
+    return self._forward(model, self._dataset(split, self.config.eval_batch_size, train=False))
+
+  def _forward(self, model, ds):
+    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    outs, labels = [], []
+    for batch in ds:
+      outs.append(np.asarray(forward(batch).numpy(), np.float64))
+      labels.append(batch["label"].numpy())
+    return np.concatenate(outs), np.concatenate(labels)
+
   def predict(self, model, split):
     """(predictions, labels) over a split: class indices or scores."""
-    ds = self._dataset(split, self.config.eval_batch_size, train=False)
-    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
-    preds, labels = [], []
-    for batch in ds:
-      out = forward(batch).numpy()
-      preds.append(out if self.spec.is_regression else out.argmax(-1))
-      labels.append(batch["label"].numpy())
-    return np.concatenate(preds), np.concatenate(labels)
+    outs, labels = self.outputs(model, split)
+    return (outs if self.spec.is_regression else outs.argmax(-1)), labels
 
   def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
     """The SavedModel on raw text (export_classifier)."""
@@ -181,6 +198,12 @@ class ClassifierTask(Task):
     the GLUE test files), or None."""
     split = split or self.config.eval_split
     columns = self.spec.columns.get(split)
+    if self.spec.reader == "table" and split in self.spec.files:   # your own: as the file says
+      path = self.spec.files[split]
+      if fileio.exists(path) and not table_data.has_column(path, columns[2]):
+        return (f"{path} ({split} split) has no column {columns[2]!r} (--label_column): "
+                "nothing to score")
+      return None
     if columns is None or columns[2] is not None:   # IMDB, the CSV layouts: always labelled
       return None
     path = classifier_data.split_path(self.spec, self.config.data_dir, split)
@@ -191,20 +214,196 @@ class ClassifierTask(Task):
     if self.eval_without_labels(split):
       return {}
     preds, labels = self.predict(model, split or self.config.eval_split)
-    return metrics.task_metrics(self.spec.name, labels, preds)
+    return metrics.task_metrics(self.spec.name, labels, preds,
+                                regression=self.spec.is_regression)
 
-  def write_predictions(self, model, split, output_dir):
-    """The GLUE submission file (index, prediction) for a test split."""
-    preds, _ = self.predict(model, split)
-    examples = classifier_data.read_split(self.spec, self.config.data_dir, split)
-    name = (self.spec.submission or {}).get(split, f"{self.spec.name}.{split}.tsv")
-    path = fileio.join(output_dir, name)
-    with fileio.atomic_write(path) as f:
-      f.write("index\tprediction\n")
-      for ex, p in zip(examples, preds):
-        value = f"{float(p):.3f}" if self.spec.is_regression else self.spec.labels[int(p)]
-        f.write(f"{ex.guid}\t{value}\n")
+  def evaluate_and_write(self, model, split, output_dir):
+    """(evaluate's metrics, write_predictions' paths) of a labelled split from one pass of the
+    model over it."""
+    outs, labels = self.outputs(model, split)
+    preds = outs if self.spec.is_regression else outs.argmax(-1)
+    results = metrics.task_metrics(self.spec.name, labels, preds,
+                                   regression=self.spec.is_regression)
+    return results, self.write_predictions(model, split, output_dir, outs=outs)
+
+  def write_predictions(self, model, split, output_dir, outs=None):
+    """Writes a split's predictions; returns the paths written: for a test split of a built-in
+    task its submission file (GLUE's `index<TAB>prediction`), and for every split
+    OUTPUT_DIR/predictions/TASK.SPLIT.jsonl (finetuning/predictions.py's layout). OUTS: the
+    model's outputs on the split (`outputs`), when already computed."""
+    if outs is None:
+      outs, _ = self.outputs(model, split)
+    examples = classifier_data.read_split(self.spec, self.config.data_dir, split,
+                                          report=lambda _: None)
+    written = []
+    if split.startswith("test") and self.spec.reader != "table":
+      name = (self.spec.submission or {}).get(split, f"{self.spec.name}.{split}.tsv")
+      path = fileio.join(output_dir, name)
+      preds = outs if self.spec.is_regression else outs.argmax(-1)
+      with fileio.atomic_write(path) as f:
+        f.write("index\tprediction\n")
+        for ex, p in zip(examples, preds):
+          value = f"{float(p):.3f}" if self.spec.is_regression else self.spec.labels[int(p)]
+          f.write(f"{ex.guid}\t{value}\n")
+      written.append(path)
+    written.append(predictions.write_jsonl(
+        predictions_path(output_dir, self.spec.name, split),
+        prediction_rows(self.spec, examples, outs)))
+    return written
+
+  # ---- --predict_file: a file of raw text -------------------------------------------
+  def read_predict_file(self, path, columns):
+    """The examples of a raw file to predict (table_data's formats; ids PREDICT-LINE unless
+    it has the id column), read and checked before any model work: one-line errors naming the
+    file and line. A label column, when present, is read as gold."""
+    table_data.file_format(path, "predict_file")
+    pair = is_pair_task(self.spec)
+    if pair and columns.text_b is None:
+      raise ValueError(f"--predict_file: {self.spec.name} takes two texts: name the second "
+                       "column with --text_b_column")
+    if not pair and columns.text_b is not None:
+      raise ValueError(f"--text_b_column={columns.text_b}: {self.spec.name} takes one text")
+    return table_data.read_table(path, "predict", columns, labels=self.spec.labels or None,
+                                 regression=self.spec.is_regression)
+
+  def predict_file(self, model, path, examples, output_dir):
+    """Predicts EXAMPLES (read_predict_file's, from PATH) and writes
+    OUTPUT_DIR/predictions/TASK.predict-STEM.jsonl (STEM: PATH's name without its ending);
+    returns [that path]."""
+    c = self.config
+    feats = classifier_features.encode(self.tokenizer, examples, c.max_seq_length,
+                                       self.spec.labels, c.model_type)
+    outs, _ = self._forward(model, tf.data.Dataset.from_tensor_slices(feats).batch(
+        c.eval_batch_size))
+    stem = fileio.basename(path).rsplit(".", 1)[0]
+    return [predictions.write_jsonl(
+        predictions_path(output_dir, self.spec.name, f"predict-{stem}"),
+        prediction_rows(self.spec, examples, outs))]
+
+  def on_end(self, model, model_dir, log):
+    """The end of training: MODEL_DIR/task.json records the task (write_task_file)."""
+    if self.recipe_script == "classifier":      # not RACE's (a subclass)
+      write_task_file(model_dir, self.spec, self.columns)
+
+
+def predictions_path(output_dir, task_name, split):
+  """OUTPUT_DIR/predictions/TASK.SPLIT.jsonl: one file per task and split (or predicted file)."""
+  return fileio.join(output_dir, "predictions", f"{task_name}.{split}.jsonl")
+
+
+def prediction_rows(spec, examples, outs):
+  """The predictions file's rows (finetuning/predictions.py's layout) of EXAMPLES and the
+  model's OUTS on them: logits `[N, num_labels]` (probabilities: their softmax), or scores
+  `[N]` for regression. `text_b` for a pair task, `gold` for a labelled example."""
+  pair = is_pair_task(spec)
+  probs = None if spec.is_regression else serving_tasks.softmax(np.asarray(outs, np.float64))
+  for k, ex in enumerate(examples):
+    row = {"id": ex.guid, "text_a": ex.text_a}
+    if pair:
+      row["text_b"] = ex.text_b
+    if spec.is_regression:
+      row["prediction"] = row["score"] = float(outs[k])
+    else:
+      row["prediction"] = spec.labels[int(np.argmax(outs[k]))]
+      row["probabilities"] = predictions.probabilities(spec.labels, probs[k])
+    if ex.label is not None:
+      row["gold"] = ex.label
+    yield row
+
+
+# ---- what a run records of its task, and what a later run reads back -----------------------
+TASK_FILE = "task.json"
+CUSTOM_ONLY = ("train_file", "dev_file", "test_file", "labels", "regression")
+
+
+def write_task_file(model_dir, spec, columns=None):
+  """MODEL_DIR/task.json: the task's name, its labels in the model's output order, whether it
+  is a regression, and (your own data) the columns, so that evaluation, prediction and the
+  exports of a later run use the same."""
+  record = {"task": spec.name, "labels": list(spec.labels), "regression": spec.is_regression,
+            "pair": is_pair_task(spec)}
+  if columns is not None:
+    record["columns"] = dataclasses.asdict(columns)
+  fileio.write_atomic(fileio.join(model_dir, TASK_FILE), json.dumps(record, indent=1) + "\n")
+
+
+def read_task_file(model_dir):
+  """MODEL_DIR/task.json's record, or None."""
+  path = fileio.join(model_dir, TASK_FILE) if model_dir else None
+  if not path or not fileio.exists(path):
+    return None
+  return fileio.read_json(path, "task record")
+
+
+def resolve_spec(f, model_dir):
+  """(TaskSpec, table_data.Columns) of run_classifier.py's flags F: a built-in task, or
+  --task_name=custom's files, columns and label set (--labels; else MODEL_DIR/task.json's;
+  else the training file's, sorted). One-line ValueErrors: a custom-only flag on a built-in
+  task, a label set other than the one MODEL_DIR was trained with, no label set at all."""
+  name = f.task_name.lower()
+  recorded = read_task_file(model_dir)
+  where = fileio.join(model_dir, TASK_FILE) if recorded else None
+  if recorded and recorded.get("task") != name:
+    raise ValueError(f"--task_name={f.task_name}: {model_dir} was trained on "
+                     f"{recorded.get('task')} ({where})")
+  present = lambda flag: f[flag].present if hasattr(f, "__getitem__") else False
+  kept = (recorded or {}).get("columns") or {}
+  columns = table_data.Columns(**{
+      key: kept[key] if key in kept and not present(f"{key}_column") else
+      getattr(f, f"{key}_column") for key in ("text_a", "text_b", "label", "id")})
+  if name != metrics.CUSTOM:
+    for flag in CUSTOM_ONLY:
+      if getattr(f, flag):
+        raise ValueError(f"--{flag} is for --task_name=custom ({name} reads its official "
+                         "files from --data_dir)")
+    return classifier_data.get_task(name), columns
+  files = {}
+  for split in table_data.SPLITS:
+    path = getattr(f, f"{split}_file") or (
+        table_data.find_split_file(f.data_dir, split) if f.data_dir else None)
+    if path:
+      table_data.file_format(path, f"{split}_file")
+      files[split] = path
+  regression = f.regression
+  if recorded and present("regression") and regression != recorded["regression"]:
+    raise ValueError(f"--regression={regression}: {where} records regression="
+                     f"{recorded['regression']}")
+  regression = recorded["regression"] if recorded and not present("regression") else regression
+  if regression:
+    labels = ()
+  elif f.labels:
+    labels = table_data.parse_labels(f.labels)
+  elif recorded:
+    labels = tuple(recorded["labels"])
+  elif "train" in files:
+    labels = table_data.labels_from_file(files["train"], columns)
+  else:
+    raise ValueError("--task_name=custom: no label set: pass --labels=A,B,..., or a training "
+                     "file (--train_file, or --data_dir with train.tsv, train.csv or "
+                     "train.jsonl), or a --model_dir trained on your data")
+  if recorded and not regression and list(labels) != recorded["labels"]:
+    raise ValueError(f"the labels {list(labels)} are not those {model_dir} was trained with "
+                     f"({recorded['labels']}, {where})")
+  return table_data.custom_spec(files, columns, labels, regression), columns
+
+
+def trained_checkpoint(model_dir, log=print):
+  """The checkpoint to evaluate or predict with when MODEL_DIR holds a trained run and no
+  --init_checkpoint is given: its best/ (training/best.py), else its latest; None if none."""
+  if not model_dir:
+    return None
+  record, best = ckpt_lib.read_best(fileio.join(model_dir, "best"))
+  if best:
+    scores = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
+                       if isinstance(v, float))
+    log(f"using the run's best checkpoint {best} (step {record.get('step')}"
+        + (f": {scores})" if scores else ")"))
+    return best
+  if ckpt_lib.latest_step(model_dir) is not None:
+    path = fileio.join(model_dir, ckpt_lib.CHECKPOINT_DIR)
+    log(f"using the run's last checkpoint (step {ckpt_lib.latest_step(model_dir)}) in {path}")
     return path
+  return None
 
 
 def warn_small_train_set(n, batch_size, unit="examples", log=print):

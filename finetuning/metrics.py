@@ -3,6 +3,8 @@
 CoLA: Matthews correlation; SST-2, MNLI, QNLI, RTE, WNLI: accuracy; MRPC, QQP:
 F1 of the positive class and accuracy; STS-B: Pearson and Spearman correlation.
 Text classification (IMDB, Yelp, DBpedia, AG News, Amazon): accuracy and error rate.
+Your own data (`custom`): accuracy and macro F1 for classes; Pearson and Spearman (as STS-B)
+for a real-valued target.
 """
 
 import numpy as np
@@ -20,6 +22,17 @@ def f1_binary(labels, preds, positive=1):
     return 0.0
   precision, recall = tp / preds.sum(), tp / labels.sum()
   return 2 * precision * recall / (precision + recall)
+
+
+def macro_f1(labels, preds):
+  """The mean over classes of each class's F1 (that class as the positive one), over the
+  classes present in `labels` or `preds` (scikit-learn's f1_score(average="macro")); a class
+  never predicted correctly counts 0."""
+  labels, preds = np.asarray(labels), np.asarray(preds)
+  classes = np.union1d(labels, preds)
+  if not len(classes):
+    return 0.0
+  return float(np.mean([f1_binary(labels, preds, positive=c) for c in classes]))
 
 
 def matthews_corrcoef(labels, preds):
@@ -74,9 +87,17 @@ GLUE_METRICS = {
 }
 
 
-def task_metrics(task, labels, preds):
-  """The metrics of a GLUE task (accuracy for the rest, plus error rate)."""
+CUSTOM = "custom"      # your own data (finetuning/table_data.py)
+
+
+def task_metrics(task, labels, preds, regression=False):
+  """The metrics of a GLUE task (accuracy for the rest, plus error rate); for your own data
+  (`custom`), accuracy and macro F1, or with `regression` Pearson and Spearman."""
   task = task.lower()
+  if task == CUSTOM:
+    if regression:
+      return GLUE_METRICS["sts-b"](labels, preds)
+    return {"accuracy": accuracy(labels, preds), "macro_f1": macro_f1(labels, preds)}
   if task in GLUE_METRICS:
     return GLUE_METRICS[task](labels, preds)
   acc = accuracy(labels, preds)
