@@ -19,18 +19,45 @@ exits 1 with absl's message, main's return value or sys.exit is still the exit s
   program killed by the closed pipe, so `set -o pipefail` sees the same status as for any Unix
   tool), instead of a BrokenPipeError traceback.
 
+TensorFlow's start-up noise (`quiet_imports`, unless `--verbose` is on the command line): what
+TensorFlow and Keras print on every start that is not about the run is filtered where it is made:
+- C++ INFO and WARNING lines: TF_CPP_MIN_LOG_LEVEL=2 (when the environment does not set it);
+  the lines TensorFlow prints before its logging reads that setting ("All log messages before
+  absl::InitializeLog()", oneDNN, "Could not find cuda drivers", CPU instructions) and the
+  benign CUDA errors of a machine without a GPU (failed call to cuInit) or with several CUDA
+  plug-ins (Unable to register cuDNN/cuFFT/cuBLAS factory) are dropped from file descriptor 2
+  by a filter process, line by line, exactly these patterns (NATIVE_NOISE); every other line,
+  errors and Python's own messages included, passes;
+- Python-side warnings (PYTHON_NOISE): unused-gradient warnings for `mask_emb` only (the
+  two-stream query embedding fine-tuning never uses), checkpoint values a partial load leaves
+  unused (save_counter, the optimizer's slots: our loaders report what they loaded),
+  tf.function retracing notices, and absl's SavedModel notices (untraced functions, custom
+  gradients), as logging filters on the 'tensorflow' and 'absl' loggers and warning filters.
+The flag `--verbose` (training/flags.py) keeps all of it.
+
+`run(main)` then runs the callbacks given to `on_success` once main returns without an error:
+the end-of-run summary (training/summary.py) is the run's last lines.
+
 This module imports absl.app only inside `run`, so a script that avoids it on its fast path
 can still use `quietly`.
 """
 
+import atexit
+import logging
 import os
+import re
 import signal
+import subprocess
 import sys
+import time
+import warnings
 
 from absl import flags
 
 EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141
+STARTED = time.time()      # when the script began (its imports included): the summary's clock
+_on_success = []
 
 
 def _script():
@@ -63,16 +90,149 @@ def quiet_imports(module_name):
   """Called by an entry script right after importing this module, with its `__name__`: when it
   runs as the program, Ctrl-C during the imports that follow (TensorFlow's take seconds) is one
   line and status 130 instead of a traceback (nothing is written yet); `run` puts Python's own
-  handler back before `main`. Imported as a module (the tests), it does nothing."""
-  if module_name == "__main__" and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+  handler back before `main`. Unless --verbose is on the command line, TensorFlow's start-up
+  noise is filtered from here on (module docstring): TensorFlow reads its logging settings when
+  imported, before the flags are parsed, so the command line is read here. Imported as a module
+  (the tests), it does nothing."""
+  if module_name != "__main__":
+    return
+  if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_while_importing)   # (an ignored SIGINT stays so)
+  if not verbose_requested(sys.argv[1:]):
+    quiet_tensorflow()
 
 
 def _interrupted_while_importing(signum, frame):
   del signum, frame
-  print(f"{_script()}: interrupted; nothing half-written was published", file=sys.stderr,
-        flush=True)
+  message = f"{_script()}: interrupted; nothing half-written was published\n"
+  try:      # straight to the terminal: the filter process may not pass it on before the exit
+    os.write(_STDERR[0] if _STDERR[0] is not None else 2, message.encode())
+  except OSError:
+    pass
   os._exit(EXIT_INTERRUPTED)    # mid-import: no state to unwind, nothing written
+
+
+# ---- TensorFlow's start-up noise ----------------------------------------------------------
+# Lines of file descriptor 2 dropped (whole lines, from their first character).
+NATIVE_NOISE = (
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    r"[IW]\d{4} [\d:. ]+\d+ \S+:\d+\] ",                 # C++ INFO / WARNING lines
+    r"To enable the following instructions: .* rebuild TensorFlow with the appropriate "
+    r"compiler flags\.",                                    # cpu_feature_guard's second line
+    r"E\d{4} [\d:. ]+\d+ cuda_(platform|driver|executor|diagnostics)\.cc:\d+\] (failed call "
+    r"to cuInit|kernel driver does not appear|retrieving CUDA diagnostic|hostname|"
+    r"libcuda reported|could not retrieve CUDA device count)",
+    r"E\d{4} [\d:. ]+\d+ \S+:\d+\] Unable to register cu(DNN|FFT|BLAS) factory",
+    r"E\d{4} [\d:. ]+\d+ \S+:\d+\] computation placer already registered",
+)
+# (logger, message) patterns of Python-side records dropped, and warnings ignored.
+PYTHON_NOISE = (
+    ("tensorflow", r"Value in checkpoint could not be found in the restored object"),
+    ("tensorflow", r"(Detecting that an object or model or tf\.train\.Checkpoint is being "
+                   r"deleted with unrestored values|A checkpoint was restored .* but not all "
+                   r"checkpointed values were used)"),
+    ("tensorflow", r"\d+ out of the last \d+ calls to .* triggered tf\.function retracing"),
+    ("absl", r"Found untraced functions such as"),
+    ("absl", r"Importing a function \(.*\) with ops with unsaved custom gradients"),
+)
+UNUSED_MASK_EMB = r"Gradients do not exist for variables \[('[^']*mask_emb'(, )?)+\]"
+_STDERR = [None]        # the terminal's stderr while the filter process holds descriptor 2
+_FILTER_CODE = """
+import re, sys
+noise = re.compile("|".join("(?:%s)" % p for p in sys.argv[1:]))
+out = sys.stdout.buffer
+for line in sys.stdin.buffer:
+  if not noise.match(line.decode("utf-8", "replace")):
+    out.write(line)
+    out.flush()
+"""
+
+
+def verbose_requested(argv):
+  """Whether the command line turns --verbose on (absl's spellings; the last one wins)."""
+  verbose = False
+  for arg in argv:
+    if arg == "--":
+      break
+    if arg in ("--verbose", "-verbose", "--verbose=true", "--verbose=True", "--verbose=1"):
+      verbose = True
+    elif arg in ("--noverbose", "-noverbose") or arg.lower() in ("--verbose=false", "--verbose=0"):
+      verbose = False
+  return verbose
+
+
+class _Drop(logging.Filter):
+  """Drops the records of one logger whose message matches `pattern`."""
+
+  def __init__(self, pattern):
+    super().__init__()
+    self.pattern = re.compile(pattern, re.S)
+
+  def filter(self, record):
+    try:
+      return not self.pattern.search(record.getMessage())
+    except Exception:      # a record that cannot format: let it through
+      return True
+
+
+def quiet_python_side(quiet=True):
+  """Installs (quiet) or removes the Python-side filters of PYTHON_NOISE and UNUSED_MASK_EMB."""
+  for name in {logger for logger, _ in PYTHON_NOISE}:
+    logger = logging.getLogger(name)
+    for f in [f for f in logger.filters if isinstance(f, _Drop)]:
+      logger.removeFilter(f)
+    if quiet:
+      for f in [_Drop(p) for n, p in PYTHON_NOISE if n == name]:
+        logger.addFilter(f)
+  entry = ("ignore", re.compile(UNUSED_MASK_EMB), UserWarning)
+  warnings.filters[:] = [w for w in warnings.filters if w[:3] != entry]
+  if quiet:
+    warnings.filterwarnings("ignore", message=UNUSED_MASK_EMB, category=UserWarning)
+
+
+def quiet_tensorflow():
+  """TensorFlow's start-up noise filtered from here on (module docstring); before TensorFlow
+  is imported."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  quiet_python_side(True)
+  if _STDERR[0] is not None:
+    return
+  try:
+    sys.stderr.flush()
+    terminal = os.dup(2)
+  except (OSError, ValueError, AttributeError):    # no real descriptor 2: nothing to filter
+    return
+  try:
+    filter_process = subprocess.Popen(
+        [sys.executable, "-I", "-c", _FILTER_CODE, *NATIVE_NOISE], stdin=subprocess.PIPE,
+        stdout=terminal, stderr=terminal, close_fds=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))   # Ctrl-C: ours
+  except OSError:
+    os.close(terminal)
+    return
+  # descriptor 2 into the filter: its copy closes when this process (and its children) end,
+  # and the filter then passes on what is left and exits
+  os.dup2(filter_process.stdin.fileno(), 2)
+  filter_process.stdin.close()
+  _STDERR[0] = terminal
+  atexit.register(_end_filter, filter_process)
+
+
+def _end_filter(filter_process):
+  """At exit: descriptor 2 back to the terminal (the pipe's last copy here closes) and the
+  filter given a moment to pass on the last lines, so they come before the shell's prompt."""
+  try:
+    sys.stderr.flush()
+    os.dup2(_STDERR[0], 2)
+    filter_process.wait(timeout=2)
+  except (OSError, ValueError, subprocess.TimeoutExpired):   # a child still holds the pipe
+    pass
+
+
+def on_success(callback):
+  """`callback()` after main returns without an error (run): e.g. the end-of-run summary."""
+  if callback not in _on_success:
+    _on_success.append(callback)
 
 
 def _drop_stdout():
@@ -115,4 +275,12 @@ def run(main, argv=None):
   app.define_help_flags()   # idempotent; app.run calls it again
   for name in HELP_FLAGS:
     _exit_0_after_help(flags.FLAGS[name])
-  quietly(app.run, main, argv)
+
+  def main_then_callbacks(args):
+    status = main(args)
+    if status in (None, 0):
+      while _on_success:
+        _on_success.pop(0)()
+    return status
+
+  quietly(app.run, main_then_callbacks, argv)

@@ -1,4 +1,6 @@
-"""The train-or-load step the fine-tuning scripts share."""
+"""The train-or-load step the fine-tuning scripts share, and what they report: the files they
+wrote (`report_written`, `write_predictions`) go to the end-of-run summary (training/summary.py)
+with the run's exports and best checkpoint."""
 
 from data_utils import fileio
 from data_utils import outputs
@@ -10,6 +12,8 @@ from training import best as best_lib
 from training import distribution
 from training import recipes
 from training import run_record
+from training import summary
+from training import trainer as trainer_lib
 from training.task import Task
 from training.trainer import Trainer
 
@@ -20,6 +24,9 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, s
   returns the model to evaluate / predict with. Training first checks MODEL_DIR and records
   the run's settings (training/run_record.py: a rerun with other settings is refused)."""
   check_outputs(task, model_dir, flag_values)
+  run = summary.current()
+  if run is not None:
+    run.metric = getattr(task, "main_metric", None)
   if do_train:
     commit = record_run(task, strategy, model_dir, flag_values, script, log)   # may refuse
     if hasattr(task, "prepare_training_data"):   # a data error: one line, nothing written
@@ -42,6 +49,7 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, s
   else:
     with strategy.scope():
       model = task.build_model().ensure_built()
+    log(trainer_lib.start_line(task, model))
     task.initialize(model, log)
   chief = distribution.is_chief(strategy)
   if chief and model_dir and not do_train:   # evaluation / prediction write into it: ours
@@ -53,7 +61,27 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, s
     task.export(model, export_dir, log, padding=getattr(flag_values, "export_padding", None),
                 xla=getattr(flag_values, "export_xla", False),
                 version=getattr(flag_values, "version", None))
+  if run is not None and chief:
+    for path in (export_dir, getattr(flag_values, "export_hf_dir", None)):
+      run.add_export(path)     # the summary names those written
   return model
+
+
+def report_written(paths, log=print):
+  """Logs "wrote PATH" for each file a script wrote (a list, one path, or None from a task that
+  does not say) and adds them to the end-of-run summary's predictions. Returns the paths."""
+  paths = [paths] if isinstance(paths, str) else list(paths or ())
+  for path in paths:
+    log(f"wrote {path}")
+  run = summary.current()
+  if run is not None:
+    run.add_predictions(paths)
+  return paths
+
+
+def write_predictions(task, model, split, output_dir, log=print):
+  """task.write_predictions(model, split, output_dir), its files reported (report_written)."""
+  return report_written(task.write_predictions(model, split, output_dir), log)
 
 
 def check_outputs(task, model_dir, flag_values):

@@ -15,7 +15,7 @@ follows best.json (`read`) sees the old pair or the new one, whatever moment a S
 Only best.json is ever renamed: gs:// has no atomic directory rename. A resumed run reads the
 recorded score and publishes only a better one.
 
-The layout before issue #31 (best/ckpt.* beside a best.json without "checkpoint") is read as
+The older layout (best/ckpt.* beside a best.json without "checkpoint") is read as
 is, and replaced at the next publish.
 
 Test hook (tests/training/test_best_checkpoint.py): with PAUSE_ENV=POINT or POINT:N in the

@@ -12,16 +12,20 @@ import sys
 from absl import logging
 import keras
 
+from data_utils import cli_app
 from training import distribution
 from training import loss_scale
 from training import run_record
+from training import summary
 from training import trainer as trainer_lib
 
 
 def configure(flag_values):
-  """absl logging at WARNING, then --xla and --deterministic: TensorFlow reads them when it runs
+  """absl logging at WARNING, TensorFlow's Python-side start-up noise filtered unless --verbose
+  (data_utils/cli_app.py), then --xla and --deterministic: TensorFlow reads them when it runs
   its first op, so this comes before anything else."""
   logging.set_verbosity(logging.WARNING)
+  cli_app.quiet_python_side(not getattr(flag_values, "verbose", False))
   trainer_lib.configure_xla(flag_values.xla)
   trainer_lib.configure_determinism(flag_values.deterministic)
 
@@ -41,7 +45,9 @@ def prologue(script, flag_values, required, actions=None, check=None):
      TensorFlow op (a multi-worker strategy configures the collectives first); a ValueError
      exits with "SCRIPT: message";
   6. the seed (--seed) of Keras, Python and numpy, and --use_bfloat16's or --use_float16's
-     dtype policy (float16: the trainer then scales the loss, training/loss_scale.py).
+     dtype policy (float16: the trainer then scales the loss, training/loss_scale.py);
+  7. the run's end-of-run summary started (training/summary.py), printed by cli_app.run once
+     main returns without an error.
 
   Returns (MODEL_DIR, strategy)."""
   f = flag_values
@@ -72,4 +78,6 @@ def prologue(script, flag_values, required, actions=None, check=None):
     trainer_lib.use_bfloat16(f)
   if getattr(f, "use_float16", False):
     loss_scale.use_float16(f)
+  summary.start(script, model_dir, started=cli_app.STARTED)
+  cli_app.on_success(summary.report)
   return model_dir, strategy

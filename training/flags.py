@@ -74,9 +74,14 @@ def define_training_flags(script, train_steps=1000, save_every=1000, flag_values
                     "it, end with the same bytes in every checkpoint. Turns on TensorFlow's op "
                     "determinism (deterministic kernels; an op without one raises) and runs one "
                     "op at a time (one inter-op thread; each op still uses every core). Costs "
-                    "5-15% of the step speed on a 2-core CPU (README, Reliability) and changes "
+                    "some step speed (bench/README.md) and changes "
                     "the last bits of the numbers (summation order), so runs with and without "
                     "it differ. Holds on the same machine, TensorFlow version and flags.")
+  define.DEFINE_bool("verbose", False,
+                    "Keep TensorFlow's start-up noise in the log (C++ INFO/WARNING lines, "
+                    "oneDNN and CUDA-not-found notices, unused mask_emb gradients, unused "
+                    "checkpoint values such as save_counter, retracing notices), filtered by "
+                    "default; errors are never filtered (data_utils/cli_app.py).")
   run_record.define_flags(flag_values)
 
 

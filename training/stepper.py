@@ -16,6 +16,7 @@ Stepper shows is what run_pretrain.py / run_classifier.py / ... do.
                                   n_token=40),
                       RunConfig(dropout=0.0, dropatt=0.0, mem_len=4))
   stepper = Stepper(task)                      # builds the model and optimizer, seed task.seed
+                                               # (log=None: says nothing)
   stepper.load_weights(release_named_arrays)   # optional: {release name: array}
   out = stepper.step(batch)                    # {"loss", "learning_rate", "grad_norm", ...}
   stepper.weights()                            # {release name: np.ndarray} (MPNet: HF names)
@@ -50,13 +51,16 @@ class Stepper:
   model_dir: where save() writes checkpoints and from where a new Stepper resumes (local or a
     tf.io.gfile URL); None: no checkpoints.
   xla: "full" (the default, as training runs: one XLA computation), "fusible" or "off".
+  log: where it says what it loaded (one line each: the model's size and where its weights
+    come from, a resume, the task's init_checkpoint with what it filled, load_weights; print by
+    default); None says nothing.
   """
 
-  def __init__(self, task, model_dir=None, xla="full", log=None):
+  def __init__(self, task, model_dir=None, xla="full", log=print):
     self.task = task
+    self.log = log or (lambda message: None)
     self.trainer = trainer_lib.Trainer(task, tf.distribute.get_strategy(), model_dir,
-                                       task.config.train_steps, xla=xla,
-                                       log=log or (lambda message: None))
+                                       task.config.train_steps, xla=xla, log=self.log)
     self.trainer._build()
     self.resumed = self.trainer._restore()
     self.model, self.optimizer = self.trainer.model, self.trainer.optimizer
@@ -98,7 +102,8 @@ class Stepper:
     return {name: var.numpy() for name, var in self._named().items()}
 
   def load_weights(self, values):
-    """Assigns {reference name: array}; every name must exist, shapes must match."""
+    """Assigns {reference name: array}; every name must exist, shapes must match. Says how
+    many of the model's variables it set (a partial load names what keeps its values)."""
     named = self._named()
     unknown = sorted(set(values) - set(named))
     if unknown:
@@ -109,6 +114,10 @@ class Stepper:
         raise ValueError(f"{name}: shape {tuple(np.shape(value))}, the model's is "
                          f"{tuple(var.shape)}")
       var.assign(np.asarray(value, var.dtype))
+    kept = sorted(set(named) - set(values))
+    rest = (f"; {len(kept)} keep their values ({', '.join(kept[:3])}"
+            f"{', ...' if len(kept) > 3 else ''})" if kept else "")
+    self.log(f"load_weights: set {len(values)} of {len(named)} variables{rest}")
 
   def save(self):
     """Writes a checkpoint of everything a resume needs (weights, optimizer, step, carried

@@ -1,4 +1,6 @@
-"""What every trainer task shares (see training/trainer.py for the interface)."""
+"""The task interface of the training loop (training/trainer.py), written here once: `Task`
+(what a task gives and may override), and what every task shares (optimizer settings, the
+per-host share of a data set, static batches)."""
 
 import abc
 import dataclasses
@@ -8,7 +10,6 @@ import tensorflow as tf
 from modeling import loading
 from training import optimization
 from training import recipes
-
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -6,7 +6,9 @@ per-replica train step and (optionally) a state carried from step to step
 `steps_per_loop` steps per host call inside one tf.function, with the step
 XLA-compiled (--xla, see XLA_MODES); checkpoints every `save_every` steps (model, optimizer, step,
 carried state; the data position is the step), keeps the last K, resumes
-exactly, writes TensorBoard scalars and a log line with rate and ETA.
+exactly, writes TensorBoard scalars and a log line with rate and ETA (training/progress.py:
+both measured after the first loop of the run, which includes the compile). Its first line
+says the model's size and where its weights come from (a resume, --init_checkpoint, or random).
 
 A SIGTERM (preemption) or SIGINT (Ctrl-C) during the loop stops the run at the next host-loop
 boundary with a checkpoint, one line and exit status 75 (training/preemption.py: the rules for
@@ -34,11 +36,12 @@ from training import distribution
 from training import loss_scale
 from training import optimization
 from training import preemption
+from training import progress
 
 # How the train step is compiled (--xla):
 #   full     the whole step is one XLA computation (jit_compile=True): the TPU path and
 #            the fastest float32 step on CPU and GPU;
-#   fusible  TensorFlow's kernels for matmuls (oneDNN: bf16 at ~2x float32 on CPUs with
+#   fusible  TensorFlow's kernels for matmuls (oneDNN: bf16 faster than float32 on CPUs with
 #            AVX512-BF16/AMX, where XLA's CPU dot runs bf16 no faster than float32) and XLA
 #            clusters for the element-wise ops between them: the fastest bf16 CPU step;
 #   off      plain tf.function.
@@ -52,7 +55,8 @@ def use_bfloat16(flag_values):
   On a CPU-only run (no GPU, no --tpu / TPU strategy) where TensorFlow does not
   use oneDNN (e.g. AMD EPYC), bf16 brings no speed: under --xla=full the step
   runs at float32's speed (XLA's CPU dots), and with --xla=fusible / off its
-  matmuls run on Eigen's bf16 kernels, 8x slower than float32 (bench/README.md).
+  matmuls run on Eigen's bf16 kernels, several times slower than float32 (bench/README.md
+  has the numbers).
   """
   keras.config.set_dtype_policy("mixed_bfloat16")
   f = flag_values
@@ -60,7 +64,7 @@ def use_bfloat16(flag_values):
     return
   if not ops.onednn_enabled():
     cost = ("runs no faster than float32" if f.xla == "full" else
-            f"runs bf16 matmuls on Eigen with --xla={f.xla}, 8x slower than float32 on bench-small")
+            f"runs bf16 matmuls on Eigen with --xla={f.xla}, several times slower than float32")
     print(f"warning: --use_bfloat16 on a CPU where TensorFlow does not use oneDNN: the step {cost} "
           "(bench/README.md); drop the flag", flush=True)
 
@@ -81,9 +85,9 @@ def configure_xla(mode):
 def configure_determinism(enabled):
   """--deterministic: TensorFlow's op determinism (ops pick deterministic kernels or raise;
   tf.data keeps element order) and one inter-op thread. Op determinism alone is not enough
-  outside full XLA: kernels of consecutive steps of a host loop then run concurrently and two
-  runs drift apart by 1e-6 to 1e-4 within 120 steps (measured, --xla=off, 2 cores); one op at
-  a time removes that. Call before TensorFlow runs its first op, next to configure_xla.
+  outside full XLA: kernels of consecutive steps of a host loop then run concurrently, in an
+  order that changes from run to run, and two runs drift apart in the last bits within a few
+  hundred steps; one op at a time removes that. Call before TensorFlow runs its first op, next to configure_xla.
   Everything else a rerun needs is already fixed: records are read in order, fine-tuning
   shuffles are seeded, dropout draws from checkpointed seeded generators, and the data
   position of a resumed run is its step."""
@@ -126,6 +130,31 @@ def _last_evaluated(model_dir):
   return step if isinstance(step, int) else -1
 
 
+def start_line(task, model, resuming=None):
+  """"model: 1.2M parameters (xlnet, 2 layers, d_model 32), random weights (seed 0, no
+  --init_checkpoint)": the model's size (training/progress.py) and where its weights come
+  from: `resuming` (a checkpoint of this run), the task's init_checkpoint, or random weights."""
+  what = progress.describe_model(model, getattr(task, "model_config", None),
+                                 getattr(task, "family", None))
+  init = getattr(task, "init_checkpoint", None)
+  if resuming:
+    source = f"resuming from {resuming}"
+  elif init:
+    source = f"weights from {init}"
+  else:
+    source = f"random weights (seed {getattr(task, 'seed', 0)}, no --init_checkpoint)"
+  return f"model: {what}, {source}"
+
+
+def pace_text(loop, steps, tokens_per_step):
+  """The step line's timing: "12.3s for 10 steps, with compile" on the first loop of a run,
+  then "0.25s/step 4,096 tokens/s ETA 0:04:05" (training/progress.py)."""
+  if loop.compile:
+    return f"{loop.seconds:.1f}s for {steps} step{'s' if steps > 1 else ''}, with compile"
+  return (f"{loop.per_step:.2f}s/step {tokens_per_step * loop.per_second:,.0f} tokens/s "
+          f"ETA {progress.hms(loop.eta)}")
+
+
 def compile_step(mode):
   """Decorator: tf.function compiled as --xla=`mode` says (see XLA_MODES)."""
   configure_xla(mode)
@@ -135,7 +164,8 @@ def compile_step(mode):
 class Trainer:
 
   def __init__(self, task, strategy, model_dir, train_steps, steps_per_loop=10, save_every=1000,
-               keep_checkpoints=5, xla="full", log=print, checkpoint_state=True):
+               keep_checkpoints=5, xla="full", log=print, checkpoint_state=True,
+               clock=time.monotonic):
     if steps_per_loop < 1 or train_steps < 1:
       raise ValueError("--train_steps and --steps_per_loop must be >= 1")
     self.task, self.strategy, self.model_dir = task, strategy, model_dir
@@ -143,6 +173,7 @@ class Trainer:
     self.train_steps, self.steps_per_loop = train_steps, steps_per_loop
     self.save_every, self.keep, self.xla, self.log = save_every, keep_checkpoints, xla, log
     self.checkpoint_state = checkpoint_state   # False: a resume starts from initial_state
+    self.clock = clock                          # seconds, for the rate and ETA (tests: a fake)
     self.best, self.eval_history = None, []     # the best main metric so far; (step, results)
     self.eval_skipped, self._told_skipped = None, False   # why evaluation is skipped, if it is
     self.stopper = preemption.Watch()           # train(): the signals' (training/preemption.py)
@@ -202,6 +233,7 @@ class Trainer:
 
   def _restore(self):
     latest = self.manager.latest_checkpoint if self.manager else None
+    self.log(start_line(self.task, self.model, resuming=latest))
     if latest:
       ckpt_lib.read_checkpoint(self.checkpoint, latest, self.manager.checkpoints)  # 1-line errors
       self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
@@ -413,35 +445,34 @@ class Trainer:
     state = self._distributed_state(restored)
     host_loop = self.host_loop = self._make_loop()
     writer = tf.summary.create_file_writer(fileio.join(self.write_dir, "train"))
-    history, t0, step = [], time.time(), start_step
-    done_since = 0
+    history, step = [], start_step
+    pace = progress.Progress(start_step, self.train_steps)
     while step < self.train_steps:
       n = min(self.steps_per_loop, self.train_steps - step,
               self.save_every - step % self.save_every)
-      t = time.time()
+      t = self.clock()
       loss, metrics, state = host_loop(iterator, state, tf.constant(n, tf.int32))
       loss = float(loss)
       if not np.isfinite(loss):
         raise FloatingPointError(f"loss became {loss} at step {step + n}")
       step += n
-      done_since += n
-      elapsed = time.time() - t
+      now = self.clock()
+      loop = pace.loop(step, now - t, now)
       metrics = dict(metrics)
       lr = float(metrics.pop("learning_rate"))    # the mean over the loop's steps
       metrics = loss_scale.loop_metrics(self.optimizer, metrics, n)   # float16: skips, scale
-      rate = self.task.tokens_per_step * n / max(elapsed, 1e-9)
-      eta = (time.time() - t0) / done_since * (self.train_steps - step)
       history.append((step, loss))
       with writer.as_default(step=step):
         tf.summary.scalar("loss", loss)
         tf.summary.scalar("learning_rate", lr)
-        tf.summary.scalar("tokens_per_second", rate)
+        if not loop.compile:      # the first loop's time is mostly the compile
+          tf.summary.scalar("tokens_per_second", self.task.tokens_per_step * loop.per_second)
         for k, v in metrics.items():
           tf.summary.scalar(k, float(v))
       extra = " ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {float(v):.3f}"
                        for k, v in sorted(metrics.items()))     # ints: loss-scale counts
       self.log(f"step {step}/{self.train_steps} loss {loss:.4f} {extra} lr {lr:.2e} "
-               f"{elapsed / n:.2f}s/step {rate:,.0f} tokens/s ETA {eta:.0f}s")
+               + pace_text(loop, n, self.task.tokens_per_step))
       # a stop request during the host loop: its steps are done, saved here; during the save:
       # it completes, then the run stops (several hosts: at the next boundary, agreed)
       stop = self._stop_agreed()
