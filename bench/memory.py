@@ -1,4 +1,4 @@
-"""Peak memory of one training step (issue #34): XLNet-Base and XLNet-Large, sequence
+"""Peak memory of one training step: XLNet-Base and XLNet-Large, sequence
 length 128 and 512, batch 1..N, float32 / bfloat16 / float16, with and without --recompute;
 from it the largest batch that fits a 16 GB GPU, next to the release's table.
 
@@ -17,7 +17,7 @@ its size is exact. The child dumps that plan (XLA_FLAGS --xla_dump_to, the step'
 only) and reads its "Total bytes used" (parameters, outputs and the preallocated temporary
 block) and the temporary block alone: the step's memory on the device.
 
-Why not the process's resident memory: measured here (2026-11-26, XLNet-Base, seq 128), the
+Why not the process's resident memory: measured on a CPU (XLNet-Base, seq 128), the
 peak resident memory of a warmed-up step exceeds the resident memory before it by under 0.01
 GiB at batch 1 and 2, float32 with or without --recompute: TensorFlow keeps the step's
 buffers allocated between calls, so the step's memory is already in the steady state and a

@@ -33,9 +33,9 @@ FLOPS_PER_STEP = 0.43e12   # by count (reference)
 
 
 def _batch(np):
-  from tests import reference
+  from pretraining.random_inputs import random_permutation_masks
   rng = np.random.default_rng(0)
-  perm_mask, mapping = reference.random_permutation_masks(rng, B, L, P, pad_rows=0)
+  perm_mask, mapping = random_permutation_masks(rng, B, L, P, pad_rows=0)
   ids = rng.integers(9, V, [B, L]).astype(np.int32)
   seg = np.zeros([B, L], np.int32)
   seg[:, 160:] = 1
@@ -224,8 +224,8 @@ def child(args):
 
 
 def run_child(python, what, steps):
-  # `-m` from the root: the root is on the child's sys.path (tests.reference, and the packages
-  # for a --mg_python whose environment does not have this project installed)
+  # `-m` from the root: the root is on the child's sys.path (the packages, for a --mg_python
+  # whose environment does not have this project installed)
   cmd = [python, "-m", "bench.pretrain_step", "--child", what, "--steps", str(steps)]
   out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
   lines = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]

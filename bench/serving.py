@@ -1,4 +1,4 @@
-"""Serving benchmark (issue #31): an XLNet-Base classifier on raw text, ours against Hugging
+"""Serving benchmark: an XLNet-Base classifier on raw text, ours against Hugging
 Face, each with rows padded to --max_seq_length and to the batch's longest row.
 
 Model: XLNet-Base sizes (12 layers, d_model 768, 12 heads of 64, d_inner 3072, GELU), float32,
@@ -9,9 +9,9 @@ XLNetForSequenceClassification with its XLNetTokenizer on the same SentencePiece
 Tokenization is included in every arm: raw strings in, logits out.
 
 Sentences: lines of the local corpus (Python's stdlib docstrings, data_utils/corpus.py) of
-20-50 pieces, ~33 on average as in the issue's measurement, max_seq_length 128.
+20-50 pieces, ~33 on average (short sentences), max_seq_length 128.
 
-Arms (one SavedModel per padding of ours; `max` is how exports padded before #31):
+Arms (one SavedModel per padding of ours; `max` is padding to the longest length allowed):
   ours_max        every row padded to 128
   ours_longest    each batch padded to its longest row
   ours_buckets    XLA-compiled forward pass, each batch padded to 16/32/64/128

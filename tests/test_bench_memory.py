@@ -1,4 +1,4 @@
-"""bench/memory.py (issue #34): reading XLA's buffer assignment, the fit against batch, the
+"""bench/memory.py: reading XLA's buffer assignment, the fit against batch, the
 largest batch in 16 GB, and a child stopped once the step is planned."""
 
 import json
