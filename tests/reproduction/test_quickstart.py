@@ -1,14 +1,14 @@
 """The README's main job: quickstart.py end to end at the toy size (every stage through the
 entry scripts, the report, a rerun that skips what is done), the derived data sets in their
-official layouts, and the pipeline's one-line stage errors."""
+official layouts, the pipeline's one-line stage errors, and every runnable documented block
+(README.md, docs/*.md, bench/README.md) run after that one quickstart (tests/docs/harness.py)."""
 
 import csv
 import glob
 import json
 import os
-import subprocess
-import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -16,10 +16,20 @@ import pytest
 from reproduction import pipeline as pipeline_lib
 from reproduction import tasks
 from reproduction.presets import PRESETS
+from tests.docs import harness
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+@pytest.fixture(scope="module")
+def quickstart_tiny(tmp_path_factory):
+  """The README's first run, once for the module: `python quickstart.py --preset=tiny` in a
+  working directory (outputs in output/quickstart-tiny/), shared by the end-to-end test and the
+  documented blocks, which run in that directory."""
+  workdir = tmp_path_factory.mktemp("docs-workdir")
+  start = time.time()
+  result = harness.run_quickstart(str(workdir))
+  return types.SimpleNamespace(workdir=workdir, result=result, seconds=time.time() - start,
+                               out=workdir / harness.QUICKSTART_OUTPUT)
 
 
 @pytest.fixture(scope="module")
@@ -149,13 +159,8 @@ def test_failed_stage_is_one_line_naming_stage_and_log(tmp_path, monkeypatch):
     other.run()
 
 
-def test_quickstart_tiny_end_to_end(tmp_path):
-  out = tmp_path / "qs"
-  cmd = [sys.executable, "quickstart.py", "--preset=tiny", f"--output_dir={out}"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  start = time.time()
-  result = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-  seconds = time.time() - start
+def test_quickstart_tiny_end_to_end(quickstart_tiny):
+  out, result, seconds = quickstart_tiny.out, quickstart_tiny.result, quickstart_tiny.seconds
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   print(f"quickstart --preset=tiny: {seconds:.0f}s")
   stages = [s.name for s in pipeline_lib.Pipeline(PRESETS["tiny"], str(out)).stages()]
@@ -222,7 +227,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
   chosen = "0.003" if dev["0.003"] > dev["0.001"] else "0.001"
   assert f"--learning_rate={chosen}" in (out / "logs" / "classify-plm-s0.log").read_text()
   # a rerun skips every finished stage and rewrites the report
-  rerun = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  rerun = harness.run_quickstart(str(quickstart_tiny.workdir), timeout=300)
   assert rerun.returncode == 0, rerun.stderr[-2000:]
   assert rerun.stdout.count("done in an earlier run") == len(stages)
 
@@ -358,3 +363,16 @@ def test_summary_says_whether_pretraining_beats_random_weights_and_what_the_arch
   text = "\n".join(d.summary_lines(agg, _data({"a": 250, "b": 250})))   # 11% of the gap
   assert "MPNet's architecture on the mlm objective: 5.200" in text
   assert "the gap belongs to the architecture" not in text
+
+
+RUNNABLE = [b for b in harness.collect() if harness.runnable(b)]
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[b.id for b in RUNNABLE])
+def test_documented_block_runs(block, quickstart_tiny):
+  """Each runnable block, in document order, in the quickstart's working directory (a later
+  block may read what an earlier one wrote); check-only blocks are checked in tests/docs/."""
+  assert quickstart_tiny.result.returncode == 0, "the quickstart failed (see the end-to-end test)"
+  ok, out = harness.run_block(block, str(quickstart_tiny.workdir))
+  assert ok, out
+

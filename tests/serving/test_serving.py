@@ -342,34 +342,3 @@ def test_a_task_type_without_an_export_is_refused_before_training():
     assert task_type.export is not Task.export, task_type
   with pytest.raises(TypeError, match="abstract"):   # the contract: build_model, dataset, loss
     type("Incomplete", (Task,), {"build_model": lambda self: None})()
-
-
-def test_the_readmes_python_blocks_run_as_written(exported, tmp_path):
-  """Every ```python block of README.md, run as written in a fresh process, in a directory
-  holding tiny stand-ins for the files the blocks name: a release-style checkpoint
-  (`xlnet_cased_L-24_H-1024_A-16/`, written under the release's names) and a SQuAD export
-  (`serving/squad/1`, this module's)."""
-  import re
-  from modeling.xlnet import release_checkpoint
-  _, cases = exported
-  release = tmp_path / "xlnet_cased_L-24_H-1024_A-16"
-  release.mkdir()
-  config = _xlnet_config(50)
-  config.to_json(str(release / "xlnet_config.json"))
-  release_checkpoint.save_tf1_checkpoint(XLNetPretrainModel(config, RUN).ensure_built(),
-                                         str(release / "xlnet_model.ckpt"))
-  (tmp_path / "serving" / "squad").mkdir(parents=True)
-  os.symlink(cases["squad"]["dir"], tmp_path / "serving" / "squad" / "1")
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
-    blocks = re.findall(r"```python\n(.*?)```", f.read(), re.DOTALL)
-  assert len(blocks) >= 2
-  printed = []
-  for block in blocks:
-    r = subprocess.run([sys.executable, "-c", block], cwd=str(tmp_path),
-                       env=dict(ENV, PYTHONPATH=root), capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, (block, r.stderr[-3000:])
-    printed.append(r.stdout)
-  assert printed[0].startswith("loaded "), printed[0]      # load_checkpoint's report
-  assert all(p.strip() for p in printed), printed
