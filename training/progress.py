@@ -55,7 +55,8 @@ def describe_model(model, model_config=None, family=None):
   elif getattr(model_config, "hidden_size", None):
     parts.append(f"hidden {model_config.hidden_size}")
   detail = f" ({', '.join(parts)})" if parts else ""
-  return f"{count(parameters(model))} parameters{detail}"
+  n = parameters(model)
+  return f"{count(n)} parameter{'' if n == 1 else 's'}{detail}"
 
 
 @dataclasses.dataclass
