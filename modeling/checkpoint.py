@@ -62,15 +62,43 @@ def read_best(best_dir):
   return record, fileio.join(best_dir, record.get("checkpoint", BEST_LEGACY_CHECKPOINT))
 
 
+def _metrics(record, shown=3):
+  """"accuracy 0.8100, f1 0.7900": the first `shown` numeric metrics of a best.json record."""
+  values = [(k, v) for k, v in record.items() if k not in ("step", "checkpoint")
+            and isinstance(v, (int, float)) and not isinstance(v, bool)]
+  return ", ".join(f"{k} {v:.4f}" for k, v in values[:shown])
+
+
+def run_checkpoint(run_dir):
+  """(checkpoint prefix, one-line description) of a training run's directory (MODEL_DIR of
+  run_pretrain.py or a fine-tuning script): the checkpoint its best/ names ("best/ (step 400,
+  accuracy 0.8100)"), else the last one in ckpt/ ("ckpt/ckpt-400, the last checkpoint (no
+  best/)"); None when `run_dir` is not a directory holding either."""
+  if not fileio.isdir(run_dir):
+    return None
+  record, prefix = read_best(fileio.join(run_dir, "best"))
+  if prefix is not None:
+    metrics = _metrics(record)
+    return prefix, (f"best/ (step {record.get('step')}" + (f", {metrics}" if metrics else "")
+                    + ")")
+  latest = tf.train.latest_checkpoint(fileio.join(run_dir, CHECKPOINT_DIR))
+  if latest is None:
+    return None
+  return latest, f"{CHECKPOINT_DIR}/{fileio.basename(latest)}, the last checkpoint (no best/)"
+
+
 def resolve(path):
   """A checkpoint prefix from a prefix, a directory (a fine-tuning run's best/: the checkpoint
-  its best.json names) or a `checkpoint` state file; its files checked (check_files)."""
+  its best.json names; a run's MODEL_DIR: run_checkpoint; else its `checkpoint` state file's
+  latest) or a `checkpoint` state file; its files checked (check_files)."""
   if fileio.isdir(path) and fileio.exists(fileio.join(path, BEST_POINTER)):
     path = read_best(path)[1]
   elif fileio.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
+    run = run_checkpoint(path)
+    latest = run[0] if run else tf.train.latest_checkpoint(path)
     if latest is None:
-      raise FileNotFoundError(f"{path}: directory holds no checkpoint")
+      raise FileNotFoundError(f"{path}: directory holds no checkpoint (no best/{BEST_POINTER}, "
+                              f"no {CHECKPOINT_DIR}/ of a run, no `checkpoint` state file)")
     path = latest
   elif not fileio.exists(path + ".index"):
     raise FileNotFoundError(f"{path}: no checkpoint ({path}.index not found)")
@@ -168,6 +196,41 @@ def native_objects(model):
 def save_native_checkpoint(model, path):
   """Object-based TF2 checkpoint of the model's variables; returns its prefix."""
   return tf.train.Checkpoint(**native_objects(model)).write(path)
+
+
+# The trainer's own entries of its checkpoints beside the model's variables (training/trainer.py)
+TRAINING_ENTRIES = ("step", "state", "save_counter", "optimizer.", "loss_scale.", "rng.")
+_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def load_native_by_key(model, path, require_all=False):
+  """Restores the variables of `model` a native checkpoint (this project's: a training run's
+  ckpt/ or best/, save_native_checkpoint) holds under the same keys (native_objects), so the
+  encoder of a pretraining run initialises a fine-tuning model and back. Every variable of
+  `model.encoder` must be there (its mask_emb excepted), and all of the model's with
+  `require_all`; a variable of another shape is an error (ValueError naming the file, nothing
+  assigned). Returns a LoadReport (fresh: the model's variables the file lacks; unused: the
+  file's model variables this model has no place for; the trainer's entries not counted)."""
+  prefix = resolve(path)
+  objects = native_objects(model)
+  shapes = {k[:-len(_VALUE)].replace("..", "."): v     # the file escapes "." in keys as ".."
+            for k, v in reader(prefix).get_variable_to_shape_map().items()
+            if k.endswith(_VALUE) and "/" not in k[:-len(_VALUE)]}
+  encoder = {id(v) for v in getattr(model, "encoder", model).weights}
+  missing = [k for k, v in objects.items() if k not in shapes and (
+      require_all or (id(v) in encoder and not k.endswith("mask_emb")))]
+  misshaped = [f"{k} (checkpoint {list(shapes[k])}, model {list(v.shape)})"
+               for k, v in objects.items() if k in shapes and tuple(shapes[k]) != tuple(v.shape)]
+  problems = ([f"missing {len(missing)}: {', '.join(missing[:6])}"
+               + (", ..." if len(missing) > 6 else "")] if missing else []) + (
+      [f"wrong shape: {'; '.join(misshaped[:6])}"] if misshaped else [])
+  if problems:
+    raise ValueError(f"{prefix}: checkpoint does not fit the model: " + " | ".join(problems))
+  present = {k: v for k, v in objects.items() if k in shapes}
+  read_checkpoint(tf.train.Checkpoint(**present), prefix).expect_partial()
+  return LoadReport(loaded=sorted(present), fresh=sorted(set(objects) - set(present)),
+                    unused=sorted(k for k in shapes if k not in objects
+                                  and not k.startswith(TRAINING_ENTRIES)))
 
 
 def load_native_checkpoint(model, path):

@@ -1,7 +1,7 @@
 """Weights into a model from whatever a user names: a release (TF1-named) checkpoint, a native
-TF2 one, a fine-tuning run's best/, or a Hugging Face directory. It sits above the readers it
-chooses between (modeling/checkpoint.py, modeling/xlnet/hf.py, modeling/mpnet/hf.py), so none
-of them imports another to dispatch.
+TF2 one, a training run's directory or its best/, or a Hugging Face directory. It sits above the
+readers it chooses between (modeling/checkpoint.py, modeling/xlnet/hf.py, modeling/mpnet/hf.py),
+so none of them imports another to dispatch.
 """
 
 from modeling import checkpoint, hf_io
@@ -11,14 +11,21 @@ from modeling.xlnet import release_checkpoint
 
 
 def load_checkpoint(model, path, require_all=False):
-  """Loads a release TF1 checkpoint, a native TF2 one, or a Hugging Face XLNet directory
-  (modeling/xlnet/hf.py), detected from the files; returns a one-line summary."""
+  """Loads a release TF1 checkpoint, a native TF2 one (by variable key:
+  checkpoint.load_native_by_key), a training run's directory (its best/, else its last
+  checkpoint: checkpoint.run_checkpoint) or a Hugging Face XLNet directory
+  (modeling/xlnet/hf.py), detected from the files; returns a one-line summary, which for a run
+  directory starts with the checkpoint chosen ("best/ (step 400, accuracy 0.8100): ...")."""
+  run = None if hf_io.is_model_dir(path) else checkpoint.run_checkpoint(path)
+  if run is not None:
+    prefix, where = run
+    return f"{where}: {load_checkpoint(model, prefix, require_all)}"
   if hf_io.is_model_dir(path):
     return hf_xlnet.load_hf(model, path, require_all).summary()
   if release_checkpoint.is_tf1_checkpoint(path):
     return release_checkpoint.load_tf1_checkpoint(model, path, require_all).summary()
-  checkpoint.load_native_checkpoint(model, path)
-  return f"restored native TF2 checkpoint {checkpoint.resolve(path)}"
+  report = checkpoint.load_native_by_key(model, path, require_all)
+  return f"native TF2 checkpoint {checkpoint.resolve(path)}: {report.summary()}"
 
 
 def initialize_mpnet(model, path, log=print):

@@ -108,3 +108,85 @@ def test_native_tf2_round_trip_and_auto_detection(tmp_path):
   for a, b in zip(model.weights, clone.weights):
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   assert not release_checkpoint.is_tf1_checkpoint(native)
+
+
+# ---- --init_checkpoint=RUN_DIR: a training run's directory ----------------------------------
+def _snapshot(model):
+  return [v.numpy().copy() for v in model.encoder.weights]
+
+
+def _trainer_like_run(run_dir, model, steps):
+  """MODEL_DIR/ckpt/ckpt-STEP as training/trainer.py writes them (the model's variables by
+  key beside the trainer's own entries: step, optimizer, dropout streams); the weights change
+  before every save. Returns {step: encoder weights saved}."""
+  step = tf.Variable(0, dtype=tf.int64)
+  objects = dict(checkpoint.native_objects(model), step=step,
+                 **{"optimizer.0000": tf.Variable(1.0), "rng.0000": tf.Variable([1, 2])})
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), str(run_dir / "ckpt"),
+                                       max_to_keep=3)
+  saved = {}
+  for s in steps:
+    for v in model.weights:
+      v.assign(v + 1.0)
+    step.assign(s)
+    manager.save(checkpoint_number=s)
+    saved[s] = _snapshot(model)
+  return saved
+
+
+def test_init_from_a_run_directory_takes_best_else_the_last_checkpoint(tmp_path):
+  from modeling import families
+  from training import best as best_lib
+  run = tmp_path / "run"
+  trained = XLNetPretrainModel(XLNetConfig(**SIZE), RUN).ensure_built()
+  saved = _trainer_like_run(run, trained, [10, 20])
+  lines = []
+  clf = XLNetClassifier(XLNetConfig(**SIZE), RUN, n_class=2).ensure_built()
+  families.get("xlnet").initialize(clf, str(run), lines.append)     # what Task.initialize runs
+  prefix = str(run / "ckpt" / "ckpt-20")
+  # the encoder's 32: 2 layers x (5 attention kernels + 2 LayerNorms x 2 + 2 dense x 2) + 6
+  # shared (word_embedding, mask_emb, r_w/r_r/r_s biases, seg_embed); lm_loss.bias unused
+  assert lines == [
+      f"init from {run}: ckpt/ckpt-20, the last checkpoint (no best/): native TF2 checkpoint "
+      f"{prefix}: loaded 32 variables; 4 initialised fresh (logit_head.logit.bias, "
+      "logit_head.logit.kernel, sequnece_summary.summary.bias, sequnece_summary.summary.kernel)"
+      "; 1 in the checkpoint unused"]
+  for got, want in zip(_snapshot(clf), saved[20]):
+    np.testing.assert_array_equal(got, want)
+  # the run publishes a best/ of step 10's weights: it wins over the later ckpt-20
+  at_10 = XLNetPretrainModel(XLNetConfig(**SIZE), RUN).ensure_built()
+  checkpoint.read_checkpoint(tf.train.Checkpoint(**checkpoint.native_objects(at_10)),
+                             str(run / "ckpt" / "ckpt-10"), partial=True)
+  best_lib.publish(str(run / "best"), at_10, 10, {"accuracy": 0.81, "f1": 0.5},
+                   log=lambda m: None)
+  lines = []
+  families.get("xlnet").initialize(clf, str(run), lines.append)
+  assert lines[0].startswith(f"init from {run}: best/ (step 10, accuracy 0.8100, f1 0.5000): "
+                             f"native TF2 checkpoint {run / 'best' / 'step-10' / 'ckpt'}: "
+                             "loaded 32 variables; 4 initialised fresh")
+  for got, want in zip(_snapshot(clf), saved[10]):
+    np.testing.assert_array_equal(got, want)
+  assert checkpoint.resolve(str(run)) == str(run / "best" / "step-10" / "ckpt")
+
+
+def test_a_directory_without_any_checkpoint_says_what_it_looked_for(tmp_path):
+  (tmp_path / "ckpt").mkdir()
+  with pytest.raises(FileNotFoundError) as e:
+    checkpoint.resolve(str(tmp_path))
+  assert str(e.value) == (f"{tmp_path}: directory holds no checkpoint (no best/best.json, no "
+                          "ckpt/ of a run, no `checkpoint` state file)")
+
+
+def test_native_load_by_key_names_missing_encoder_and_misshaped_variables(tmp_path):
+  model = XLNetPretrainModel(XLNetConfig(**SIZE), RUN).ensure_built()
+  objects = checkpoint.native_objects(model)
+  del objects["transformer.seg_embed"]
+  prefix = tf.train.Checkpoint(**objects).write(str(tmp_path / "part" / "ckpt"))
+  with pytest.raises(ValueError, match=r"ckpt: checkpoint does not fit the model: missing 1: "
+                                       r"transformer.seg_embed$"):
+    loading.load_checkpoint(XLNetPretrainModel(XLNetConfig(**SIZE), RUN), prefix)
+  wider = XLNetPretrainModel(XLNetConfig(**dict(SIZE, n_token=41)), RUN)
+  full = checkpoint.save_native_checkpoint(model, str(tmp_path / "full" / "ckpt"))
+  with pytest.raises(ValueError, match=r"wrong shape: .*transformer.word_embedding "
+                                       r"\(checkpoint \[40, 16\], model \[41, 16\]\)"):
+    loading.load_checkpoint(wider, full)
