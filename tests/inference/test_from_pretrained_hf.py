@@ -1,0 +1,222 @@
+"""inference.from_pretrained on Hugging Face directories and a released-style XLNet checkpoint,
+against transformers' PyTorch models on the same ids: token states, the pooled token and the
+classifier's logits (uneven lengths, pairs, both families), to 1e-5."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import inference
+from data_utils import tokenization
+from modeling import tokenizer_files
+from tests.reference_libs import require
+
+torch = require("torch")
+transformers = require("transformers")
+
+TOL = 1e-5
+TEXTS = ["A short one.", "A much longer sentence, with many more words than the others have.",
+         "Mid length text is here", "x"]
+TEXTS_B = ["and a second text", "b", "the second text of the third pair is longer", "yes"]
+WORDS = sorted({w.strip(".,").lower() for t in TEXTS + TEXTS_B for w in t.split()} - {""})
+
+
+@pytest.fixture(scope="module")
+def sp_model(tmp_path_factory):
+  d = tmp_path_factory.mktemp("sp")
+  text = d / "text.txt"
+  text.write_text("\n".join((TEXTS + TEXTS_B) * 20 + [" ".join(WORDS)] * 5) + "\n")
+  return tokenization.train_sentencepiece([str(text)], str(d / "sp"), 60, lower=True)
+
+
+def _torch(array, dtype=None):
+  return torch.tensor(np.asarray(array), dtype=dtype)
+
+
+def _real(mask):
+  return mask == 0
+
+
+def _close(ours, reference, what):
+  err = float(np.max(np.abs(np.asarray(ours, np.float64) - np.asarray(reference, np.float64))))
+  assert err < TOL, f"{what}: max difference {err:.3g}"
+
+
+def _xlnet_dir(path, sp_model, architecture, labels=("neg", "neutral", "pos")):
+  config = transformers.XLNetConfig(
+      vocab_size=64, d_model=16, n_layer=2, n_head=2, d_inner=24, ff_activation="gelu",
+      num_labels=len(labels), id2label=dict(enumerate(labels)),
+      label2id={l: i for i, l in enumerate(labels)}, pad_token_id=5)
+  torch.manual_seed(0)
+  model = getattr(transformers, architecture)(config).eval()
+  model.save_pretrained(str(path), safe_serialization=True)
+  tokenizer_files.write(str(path), tokenizer_files.Source(tokenizer_files.SENTENCEPIECE,
+                                                          sp_model, True), "xlnet")
+  return model
+
+
+def _xlnet_torch(model, rows):
+  base = model.transformer if hasattr(model, "transformer") else model
+  with torch.no_grad():
+    kwargs = dict(input_ids=_torch(rows["input_ids"], torch.long),
+                  token_type_ids=_torch(rows["seg_ids"], torch.long),
+                  attention_mask=_torch(1.0 - rows["input_mask"], torch.float32))
+    hidden = base(**kwargs).last_hidden_state.numpy()
+    logits = model(**kwargs).logits.numpy() if base is not model else None
+  return hidden, logits
+
+
+def test_xlnet_classifier_directory_equals_transformers(tmp_path, sp_model):
+  reference = _xlnet_dir(tmp_path, sp_model, "XLNetForSequenceClassification")
+  lines = []
+  model = inference.from_pretrained(str(tmp_path), batch_size=3, log=lines.append)
+  assert len(lines) == 1 and "xlnet classifier over 3 labels (neg, neutral, pos)" in lines[0] \
+      and "Hugging Face directory (XLNetForSequenceClassification)" in lines[0], lines
+  for pair in (False, True):
+    _check_xlnet_classifier(model, reference, sp_model, pair)
+
+
+def _check_xlnet_classifier(model, reference, sp_model, pair):
+  texts_b = TEXTS_B if pair else None
+  out = model.encode(TEXTS, texts_b)
+  rows = {k: out[k] for k in ("input_ids", "input_mask")}
+  # the rows as layouts.py documents them: left padded, <cls> (id 3) last, lengths uneven
+  tok = tokenization.Tokenizer(sp_model, lower=True)
+  lengths = [len(a) + 2 + (len(b) + 1 if pair else 0) for a, b in zip(
+      tok.encode_lines(TEXTS), tok.encode_lines(TEXTS_B))]
+  assert list(_real(rows["input_mask"]).sum(1)) == lengths and len(set(lengths)) == 4
+  assert out["input_ids"].shape[1] == max(lengths) and (out["input_ids"][:, -1] == 3).all()
+  assert (rows["input_mask"][:, 0] == 1).sum() == 3       # only the longest row starts at 0
+  seg = model.rows(TEXTS, texts_b)["seg_ids"]
+  hidden, _ = _xlnet_torch(reference, dict(rows, seg_ids=seg))
+  real = _real(rows["input_mask"])
+  _close(out["token_states"][real], hidden[real], "token_states")
+  _close(out["pooled"], hidden[:, -1], "pooled (<cls>, the last column)")
+  # logits: each batch of 3 padded to its own longest row; the reference at the call's length
+  _, logits = _xlnet_torch(reference, dict(rows, seg_ids=seg))
+  _close(model.logits(TEXTS, texts_b), logits, "logits")
+  predicted = model.predict(TEXTS, texts_b)
+  probs = np.exp(logits - logits.max(1, keepdims=True))
+  probs /= probs.sum(1, keepdims=True)
+  for row, p, lg in zip(predicted, probs, logits):
+    assert row["label"] == ("neg", "neutral", "pos")[int(np.argmax(lg))]
+    _close(list(row["probabilities"].values()), p, "probabilities")
+    assert list(row["probabilities"]) == ["neg", "neutral", "pos"]
+
+
+def test_xlnet_release_checkpoint_directory_equals_transformers(tmp_path, sp_model):
+  """A released-style TF1 checkpoint directory (xlnet_config.json + xlnet_model.ckpt.* +
+  spiece.model), made from a transformers XLNetModel's weights: an encoder."""
+  from modeling.run_config import RunConfig
+  from modeling.xlnet import release_checkpoint
+  from modeling import loading
+  from modeling.xlnet.config import XLNetConfig
+  from modeling.xlnet.models import XLNetPretrainModel
+  hf_dir, release = tmp_path / "hf", tmp_path / "release"
+  reference = _xlnet_dir(hf_dir, sp_model, "XLNetModel")
+  config = XLNetConfig.from_json(str(hf_dir / "config.json"))
+  ours = XLNetPretrainModel(config, RunConfig(dropout=0.0, dropatt=0.0))
+  loading.load_checkpoint(ours, str(hf_dir))
+  release.mkdir()
+  config.to_json(str(release / "xlnet_config.json"))
+  release_checkpoint.save_tf1_checkpoint(ours, str(release / "xlnet_model.ckpt"))
+  (release / "spiece.model").write_bytes(open(sp_model, "rb").read())
+  lines = []
+  model = inference.from_pretrained(str(release), uncased=True, log=lines.append)
+  assert "released XLNet checkpoint" in lines[0] and "xlnet encoder" in lines[0]
+  assert not model.has_head
+  out = model.encode(TEXTS)
+  hidden, _ = _xlnet_torch(reference, model.rows(TEXTS))
+  real = _real(out["input_mask"])
+  _close(out["token_states"][real], hidden[real], "token_states")
+  _close(out["pooled"], hidden[:, -1], "pooled")
+  with pytest.raises(ValueError, match="holds no classification head"):
+    model.predict(TEXTS)
+
+
+def _mpnet_dir(path, architecture, labels=("no", "yes")):
+  """A Hugging Face MPNet directory as a release ships it: WordPiece vocab.txt (pad 1) and a
+  tokenizer_config.json, no record of this project's."""
+  pieces = (["<s>", "<pad>", "</s>", "<unk>", "[UNK]", "<mask>"] + list(".,!?")
+            + WORDS + ["##s", "##er", "##ing"])
+  path.mkdir(exist_ok=True)
+  (path / "vocab.txt").write_text("".join(p + "\n" for p in dict.fromkeys(pieces)))
+  (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+  config = transformers.MPNetConfig(
+      vocab_size=len(pieces) + 3, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+      intermediate_size=32, max_position_embeddings=40, pad_token_id=1, bos_token_id=0,
+      eos_token_id=2, num_labels=len(labels), id2label=dict(enumerate(labels)),
+      label2id={l: i for i, l in enumerate(labels)})
+  torch.manual_seed(1)
+  model = getattr(transformers, architecture)(config).eval()
+  model.save_pretrained(str(path), safe_serialization=True)
+  return model
+
+
+def _mpnet_torch(model, rows):
+  base = model.mpnet if hasattr(model, "mpnet") else model
+  with torch.no_grad():
+    kwargs = dict(input_ids=_torch(rows["input_ids"], torch.long),
+                  attention_mask=_torch(1.0 - rows["input_mask"], torch.long))
+    hidden = base(**kwargs).last_hidden_state.numpy()
+    logits = model(**kwargs).logits.numpy() if base is not model else None
+  return hidden, logits
+
+
+def test_mpnet_classifier_directory_equals_transformers(tmp_path):
+  reference = _mpnet_dir(tmp_path / "hf", "MPNetForSequenceClassification")
+  model = inference.from_pretrained(str(tmp_path / "hf"), batch_size=2, log=None)
+  assert model.family == "mpnet" and model.labels == ("no", "yes")
+  assert model.max_length == 40 - 1 - 1        # positions start after the pad id
+  for pair in (False, True):
+    _check_mpnet_classifier(model, reference, pair)
+  # bytes are read as the SavedModels read a request: invalid UTF-8 -> U+FFFD
+  bad = b"short one \xff\xfe text"
+  np.testing.assert_array_equal(model.rows([bad])["input_ids"],
+                                model.rows([bad.decode("utf-8", "replace")])["input_ids"])
+
+
+def _check_mpnet_classifier(model, reference, pair):
+  texts_b = TEXTS_B if pair else None
+  out = model.encode(TEXTS, texts_b)
+  real = _real(out["input_mask"])
+  # right padded, <s> (id 0) first, lengths uneven
+  assert (out["input_ids"][:, 0] == 0).all() and (out["input_mask"][:, 0] == 0).all()
+  assert len(set(real.sum(1))) == 4 and (out["input_mask"][:, -1] == 1).sum() == 3
+  hidden, logits = _mpnet_torch(reference, out)
+  _close(out["token_states"][real], hidden[real], "token_states")
+  _close(out["pooled"], hidden[:, 0], "pooled (<s>, the first column)")
+  _close(model.logits(TEXTS, texts_b), logits, "logits")
+  assert [p["label"] for p in model.predict(TEXTS, texts_b)] == \
+      [("no", "yes")[i] for i in logits.argmax(1)]
+
+
+def test_mpnet_base_directory_is_an_encoder(tmp_path):
+  reference = _mpnet_dir(tmp_path / "hf", "MPNetModel")
+  model = inference.from_pretrained(str(tmp_path / "hf"), log=None)
+  assert not model.has_head
+  out = model.encode(TEXTS[:2], max_length=8)       # the long text cut to 8 tokens
+  assert out["input_ids"].shape == (2, 8) and out["input_ids"][1, -1] == 2   # </s> kept last
+  hidden, _ = _mpnet_torch(reference, out)
+  real = _real(out["input_mask"])
+  _close(out["token_states"][real], hidden[real], "token_states")
+  with pytest.raises(ValueError, match="holds no classification head"):
+    model.logits(TEXTS)
+
+
+def test_paths_it_cannot_read_are_one_line(tmp_path):
+  (tmp_path / "empty").mkdir()
+  for path, message in ((tmp_path / "missing", "not found"),
+                        (tmp_path / "empty", "not a model directory this project reads")):
+    with pytest.raises((ValueError, FileNotFoundError)) as e:
+      inference.from_pretrained(str(path), log=None)
+    assert str(path) in str(e.value) and message in str(e.value) and "\n" not in str(e.value)
+  hf = tmp_path / "hf"
+  _mpnet_dir(hf, "MPNetModel")
+  os.remove(hf / "vocab.txt")
+  with pytest.raises(ValueError, match="no tokenizer .*pass sp_model=PATH"):
+    inference.from_pretrained(str(hf), log=None)
+  with pytest.raises(TypeError, match="unknown argument"):
+    inference.from_pretrained(str(hf), vocab=1)
