@@ -98,13 +98,18 @@ class ClassifierTask(Task):
     return self._tokenizer
 
   # ---- features ---------------------------------------------------------------------
-  def features_path(self, split):
+  def cache_path(self, split):
+    """The feature cache file of a split (its name: the task, settings and source file)."""
     c = self.config
     self.tokenizer      # no --sp_model / --vocab_file: its one-line error before the cache name
     source = classifier_data.split_path(self.spec, c.data_dir, split)
-    path = fileio.join(c.cache_dir, classifier_features.cache_name(
-        self.spec.key or self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model, c.uncased,
-        c.model_type, classifier_features.source_stamp(source)))
+    return fileio.join(c.cache_dir, classifier_features.cache_name(
+        self.spec.key or self.spec.name, split, c.max_seq_length, c.vocab_file or c.sp_model,
+        c.uncased, c.model_type, classifier_features.source_stamp(source)))
+
+  def features_path(self, split):
+    c = self.config
+    path = self.cache_path(split)
     stamp = lambda: (path, fileio.size(path), fileio.mtime_ns(path))
     if fileio.exists(path) and stamp() not in self._checked:   # each evaluation calls this
       try:
@@ -189,9 +194,14 @@ class ClassifierTask(Task):
   def prepare_training_data(self):
     """The train split's features (and the evaluation split's), read, checked and cached
     before the run writes anything."""
-    self.features_path("train")
+    splits = ["train"]
     if self.evaluate and self.config.eval_split in self.spec.files:
-      self.features_path(self.config.eval_split)
+      splits.append(self.config.eval_split)
+    for split in splits:      # every file checked before the first cache file is written
+      if not fileio.exists(self.cache_path(split)):
+        classifier_data.read_split(self.spec, self.config.data_dir, split, report=lambda _: None)
+    for split in splits:
+      self.features_path(split)
 
   def eval_without_labels(self, split=None):
     """Why `split` (default --eval_split) cannot be scored (its layout has no label column:
