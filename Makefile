@@ -4,7 +4,7 @@
 PYTHON ?= python3
 PIP = $(PYTHON) -m pip install --disable-pip-version-check -q
 
-.PHONY: install install-dev quickstart test
+.PHONY: install install-dev quickstart test test-fast
 
 # Each installs its pinned requirements, then the project itself (pyproject.toml, editable), so
 # the scripts run by path (data_utils/*.py, bench/*.py) import the packages.
@@ -30,3 +30,8 @@ test: install-dev
 	XLNET_TESTS_REQUIRE_REFERENCE=1 $(PYTHON) -m pytest -q -n 2 --dist loadscope \
 	  --no-loadscope-reorder --durations=25 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the suite is broken"; fi; exit $$rc
+
+# The fast tier for contributors: every test not marked slow (tests/conftest.py marks the long
+# system tests and the heaviest modules), on the same two workers.
+test-fast: install-dev
+	$(PYTHON) -m pytest -q -n 2 --dist loadscope -m "not slow" tests
