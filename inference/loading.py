@@ -4,10 +4,10 @@ for raw text (inference/model.py). What each kind of path holds: inference/sourc
 
 import numpy as np
 
-from data_utils import layouts
+from data_utils import fileio, layouts
 from modeling import checkpoint, families, hf_io
 from modeling.run_config import RunConfig
-from inference import sources
+from inference import saved_model, sources
 from inference.model import Model
 
 DEFAULT_MAX_LENGTH = 512     # XLNet (relative positions: no table to outgrow)
@@ -29,6 +29,9 @@ def from_pretrained(path, batch_size=32, log=print, **overrides):
   batch_size: rows per forward pass. log: called once with one line saying what was loaded
   (None: silent).
 
+  A pretraining encoder SavedModel (MODEL_DIR/export/saved_model) is wrapped too, for
+  `encode` (inference/saved_model.py); a task SavedModel names no label set and is refused.
+
   Returns an inference.Model. Raises FileNotFoundError / ValueError with one line naming the
   path for anything it cannot read.
   """
@@ -38,6 +41,8 @@ def from_pretrained(path, batch_size=32, log=print, **overrides):
                     f"{', '.join(OVERRIDES)})")
   if int(batch_size) < 1:
     raise ValueError(f"batch_size={batch_size}: must be at least 1")
+  if fileio.isdir(path) and saved_model.is_saved_model(path):
+    return _saved_model(path, batch_size, log, overrides)
   found = sources.describe(path, overrides)
   family = families.get(found.family)
   tokenizer = layouts.make_tokenizer(found.family, *_tokenizer_args(found.tokenizer))
@@ -51,6 +56,20 @@ def from_pretrained(path, batch_size=32, log=print, **overrides):
                 kind=found.kind, step=found.step)
   if log:
     log(describe_loaded(model, found))
+  return model
+
+
+def _saved_model(path, batch_size, log, overrides):
+  """The pretraining encoder SavedModel (inference/saved_model.py); its tokenizer and rows are
+  in its graph, so no override applies."""
+  given = sorted(k for k, v in overrides.items() if v is not None)
+  if given:
+    raise ValueError(f"{path}: a SavedModel carries its tokenizer and row length; "
+                     f"{', '.join(given)} cannot apply")
+  model = saved_model.load(str(path).rstrip("/"), batch_size)
+  if log:
+    log(f"inference: loaded xlnet encoder from {path} ({model.kind}): rows of "
+        f"{model.max_length} tokens, tokenizer in the graph")
   return model
 
 

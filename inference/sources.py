@@ -83,9 +83,9 @@ def describe(path, overrides=None):
   if fileio.exists(fileio.join(path, RUN_FILE)):
     found = _run_dir(path, overrides)
   elif fileio.exists(fileio.join(path, "saved_model.pb")):
-    raise ValueError(f"{path}: a SavedModel export; load it with tf.saved_model.load (its "
-                     "serving_default takes raw strings), or pass the run directory or Hugging "
-                     "Face export it was made from")
+    raise ValueError(f"{path}: a SavedModel export, which names no label set; pass the run "
+                     "directory or Hugging Face export it was made from, or call "
+                     "tf.saved_model.load(PATH).signatures['serving_default'] on raw strings")
   elif hf_io.is_model_dir(path):
     found = _hf_dir(path, overrides)
   elif fileio.exists(fileio.join(path, RELEASE_CONFIG)):

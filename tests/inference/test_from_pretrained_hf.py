@@ -134,6 +134,23 @@ def test_xlnet_release_checkpoint_directory_equals_transformers(tmp_path, sp_mod
   _close(out["pooled"], hidden[:, -1], "pooled")
   with pytest.raises(ValueError, match="holds no classification head"):
     model.predict(TEXTS)
+  # the same encoder exported as the pretraining SavedModel (raw strings in), wrapped
+  from serving import tasks as serving_tasks
+  serving_tasks.export_encoder(ours, tokenization.Tokenizer(sp_model, lower=True), 32,
+                               str(tmp_path / "saved_model"), log=lambda line: None)
+  lines = []
+  served = inference.from_pretrained(str(tmp_path / "saved_model"), log=lines.append)
+  assert "pretraining encoder SavedModel" in lines[0] and served.max_length == 32
+  got = served.encode(TEXTS)
+  rows = model.rows(TEXTS, max_length=32)
+  np.testing.assert_array_equal(got["input_ids"], rows["input_ids"])
+  np.testing.assert_array_equal(got["input_mask"], rows["input_mask"])
+  hidden, _ = _xlnet_torch(reference, rows)
+  real = _real(rows["input_mask"])
+  _close(got["token_states"][real], hidden[real], "SavedModel token_states")
+  _close(got["pooled"], hidden[:, -1], "SavedModel pooled")
+  with pytest.raises(ValueError, match="holds no classification head"):
+    served.logits(TEXTS)
 
 
 def _mpnet_dir(path, architecture, labels=("no", "yes")):
