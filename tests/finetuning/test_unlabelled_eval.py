@@ -88,6 +88,12 @@ def test_classifier_evaluating_a_split_without_labels(glue_test_split, tmp_path,
   assert "eval at step" not in out and "Traceback" not in out
   lines = fileio.read_text(str(tmp_path / "SST-2.tsv")).splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 8
+  rows = [json.loads(l) for l in fileio.read_text(
+      str(tmp_path / "predictions" / "sst-2.test.jsonl")).splitlines()]
+  assert [r["id"] for r in rows] == [str(i) for i in range(7)]          # the test file's index
+  assert all("gold" not in r for r in rows)                             # no labels, no gold
+  assert [f"{r['id']}\t{r['prediction']}" for r in rows] == lines[1:]
+  assert not (tmp_path / "predictions" / "sst-2.dev.jsonl").exists()    # --do_eval skipped
   assert (tmp_path / "serving" / "saved_model.pb").exists()
   assert not (tmp_path / "best").exists()
 
