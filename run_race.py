@@ -4,7 +4,14 @@ Reads the official layout (RACE/{train,dev,test}/{middle,high}/*.txt, one JSON
 article with its questions, options and answers per file) and reports accuracy
 per level with the shared training loop. --do_predict writes the answers of a split
 (its files may have no "answers") to MODEL_DIR/race_SPLIT_predictions.json, one list of
-letters per file as in the files' own "answers"; --do_eval on such a split says it is skipped.
+letters per file as in the files' own "answers", and race_SPLIT_predictions.jsonl, one line
+per question (id, article, question, options, prediction, probabilities, gold when known);
+--do_eval on such a split says it is skipped. --predict_file predicts a RACE file or
+directory instead (a trained model from --init_checkpoint):
+
+  python run_race.py --do_predict --predict_file=RACE/test/high --sp_model=spiece.model \\
+      --model_config_path=xlnet_config.json --init_checkpoint=runs/race/best \\
+      --model_dir=runs/race-predict
 
   python run_race.py --data_dir=RACE --sp_model=spiece.model \\
       --model_config_path=xlnet_config.json --init_checkpoint=xlnet_model.ckpt \\
@@ -22,6 +29,7 @@ cli_app.quiet_imports(__name__)   # Ctrl-C during the imports below: one line, s
 from data_utils import fileio
 from finetuning import runner
 from finetuning import classifier_task
+from finetuning import race
 from finetuning.race import RaceTask
 from modeling import flags as model_flags
 from training import entry
@@ -44,6 +52,11 @@ flags.DEFINE_bool("do_predict", False, "Write the answers for --predict_split to
                   "MODEL_DIR/race_SPLIT_predictions.json ({\"high/1.txt\": [\"A\", ...]}; the "
                   "split's files may have no answers).")
 flags.DEFINE_string("predict_split", "test", "The split --do_predict answers.")
+flags.DEFINE_string("predict_file", None,
+                    "--do_predict answers this instead of --predict_split: one RACE file, a "
+                    "directory of them (*.txt), or one in the split layout ({middle,high}/*.txt); "
+                    "answers optional. Writes MODEL_DIR/race_NAME_predictions.{json,jsonl} "
+                    "(NAME: its base name) and prints the accuracy when it has answers.")
 flags.DEFINE_integer("max_seq_length", 512, "Tokens per (context, question+option) row.")
 flags.DEFINE_integer("max_qa_length", 128, "Question+option keeps its last N tokens.")
 flags.DEFINE_integer("train_batch_size", 32, "Questions per step (x4 rows).")
@@ -54,7 +67,8 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  reads_data = FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict   # an export alone reads none
+  # an export alone reads no data; --do_predict with --predict_file reads that file only
+  reads_data = FLAGS.do_train or FLAGS.do_eval or (FLAGS.do_predict and not FLAGS.predict_file)
   model_dir, strategy = entry.prologue(
       "run_race.py", FLAGS,
       actions=["do_train", "do_eval", "do_predict", "export_dir", "export_hf_dir"],
@@ -65,7 +79,9 @@ def main(argv):
                                                fileio.join(model_dir, "features"))
     task = RaceTask(config, model_flags.model_config_from_flags(),
                     model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
-                    max_qa_length=FLAGS.max_qa_length)
+                    max_qa_length=FLAGS.max_qa_length, predict_file=FLAGS.predict_file)
+    if FLAGS.do_predict and FLAGS.predict_file:     # its layout checked before any work
+      task.eval_without_labels(race.PREDICT_FILE)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,
                                  script="run_race.py")
     unlabelled = FLAGS.do_eval and task.eval_without_labels(FLAGS.eval_split)
@@ -74,7 +90,11 @@ def main(argv):
     elif FLAGS.do_eval:
       print(json.dumps({"split": FLAGS.eval_split, **task.evaluate(model, FLAGS.eval_split)}))
     if FLAGS.do_predict:
-      print(f"wrote {task.write_predictions(model, FLAGS.predict_split, model_dir)}")
+      split = race.PREDICT_FILE if FLAGS.predict_file else FLAGS.predict_split
+      result, paths = task.predict_files(model, split, model_dir)
+      print(f"wrote {', '.join(paths)}")
+      if result and FLAGS.predict_file:     # --do_eval scores --eval_split
+        print(json.dumps({"predict_file": FLAGS.predict_file, **result}))
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"run_race.py: {e}")
 

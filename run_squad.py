@@ -6,9 +6,19 @@
       --model_dir=runs/squad --train_batch_size=48 --learning_rate=3e-5 \\
       --train_steps=8000 --warmup_steps=1000 --lr_layer_decay_rate=0.75
 
-writes predictions.json, nbest_predictions.json and null_odds.json and prints the
-official metrics (exact match, F1, HasAns/NoAns, best thresholds). A prediction
-file alone is scored with:
+writes predictions.json, nbest_predictions.json and null_odds.json (the release's files),
+predictions.jsonl (one readable line per question) and, for SQuAD 2.0,
+predictions_submission.json (the file one submits: "" where the null odds exceed the
+threshold chosen on the dev file, recorded in null_threshold.json), and prints the official
+metrics (exact match, F1, HasAns/NoAns, best thresholds). A file without answers, predicted
+into the same MODEL_DIR with the trained model, gets the threshold recorded there (or
+--null_odds_threshold):
+
+  python run_squad.py --do_predict --predict_file=test-v2.0.json --sp_model=spiece.model \\
+      --model_config_path=xlnet_config.json --init_checkpoint=runs/squad/best \\
+      --model_dir=runs/squad
+
+A prediction file alone is scored with:
 
   python run_squad.py --do_eval_only --predict_file=dev-v2.0.json \\
       --predictions=predictions.json --null_odds=null_odds.json
@@ -54,6 +64,11 @@ flags.DEFINE_integer("end_n_top", 5, "Beam over ends per start.")
 flags.DEFINE_integer("n_best_size", 5, "Answers kept in nbest_predictions.json.")
 flags.DEFINE_integer("train_batch_size", 48, "Global training batch.")
 flags.DEFINE_integer("predict_batch_size", 32, "Prediction batch.")
+flags.DEFINE_float("null_odds_threshold", None,
+                   "SQuAD 2.0: predictions_submission.json answers \"\" where null_odds.json's "
+                   "value exceeds this. Default: on a file with answers the threshold chosen on "
+                   "it (best F1, the official script's search), on a file without the one "
+                   "recorded in MODEL_DIR/null_threshold.json by an earlier dev prediction.")
 FLAGS = flags.FLAGS
 
 
@@ -73,13 +88,15 @@ def main(argv):
         required=["model_dir", "model_config_path", *data])
     model_flags.resolve_tokenizer(FLAGS)     # an export's own tokenizer by default
     task = squad.task_from_flags(FLAGS, model_dir)
+    if FLAGS.do_predict:                     # a broken recorded threshold: said before any work
+      squad.recorded_threshold(model_dir)
     if FLAGS.do_train and not FLAGS.predict_file:
       task.evaluate = None
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,
                                  script="run_squad.py")
     if FLAGS.do_predict:
-      result = task.predict(model, FLAGS.predict_file, model_dir)
-      print(f"wrote predictions.json, nbest_predictions.json, null_odds.json to {model_dir}")
+      result, paths = task.predict_files(model, FLAGS.predict_file, model_dir)
+      print(f"wrote {', '.join(paths)}")
       if result:
         print(json.dumps(result))
   except (FileNotFoundError, ValueError) as e:

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from data_utils import fileio
 from data_utils import layouts
-from finetuning import classifier_data, classifier_task, metrics
+from finetuning import classifier_data, classifier_task, metrics, predictions
 from modeling import families
 from serving import export
 from serving import tasks as serving_tasks
@@ -25,6 +25,7 @@ from training import task as task_lib
 LEVELS = ("middle", "high")
 N_CHOICE = 4
 UNLABELLED = -1       # the label of a question whose file has no answers (read_files)
+PREDICT_FILE = "--predict_file"   # the `split` that reads RaceTask.predict_file (read_path)
 
 
 def _json_type(value):
@@ -105,20 +106,51 @@ def read_files(data_dir, split, levels=LEVELS, report=print, require_answers=Tru
   error naming the first without). Nothing is skipped (long items are cut by `encode`, as the
   release); `report` gets one summary line (questions per level, files without questions).
   """
-  out, counts, n_files, empty, n_items = [], [], 0, 0, 0
   root = fileio.join(data_dir, split)
-  for level in levels:
-    files = fileio.glob(fileio.join(root, level, "*.txt"))
+  groups = [(level, level + "/", fileio.glob(fileio.join(root, level, "*.txt")))
+            for level in levels]
+  if not any(files for _, _, files in groups):
+    raise FileNotFoundError(f"{root}: no {'/'.join(levels)}/*.txt files")
+  return _read_groups(root, groups, report, require_answers)
+
+
+def read_path(path, report=print):
+  """read_files' [(name, [items])] of --predict_file: one RACE file (named by its base name),
+  a directory in the split layout ({middle,high}/*.txt, named "high/1.txt"), or a directory of
+  *.txt files (named by base name). Answers are optional (the whole input has them or none);
+  a file's level is its directory's name when that is "middle" or "high", else "" (such
+  questions count in the overall accuracy only)."""
+  path = str(path).rstrip("/") or "/"
+  level_of = lambda directory: fileio.basename(directory) if fileio.basename(
+      directory) in LEVELS else ""
+  if not fileio.isdir(path):
+    if not fileio.exists(path):
+      raise FileNotFoundError(f"{path}: --predict_file not found")
+    groups = [(level_of(fileio.dirname(path)), "", [path])]
+  else:
+    groups = [(level, level + "/", fileio.glob(fileio.join(path, level, "*.txt")))
+              for level in LEVELS]
+    if not any(files for _, _, files in groups):
+      groups = [(level_of(path), "", fileio.glob(fileio.join(path, "*.txt")))]
+    if not any(files for _, _, files in groups):
+      raise FileNotFoundError(f"{path}: no *.txt or {'/'.join(LEVELS)}/*.txt files")
+  return _read_groups(path, groups, report, require_answers=False)
+
+
+def _read_groups(root, groups, report, require_answers):
+  """[(name, [items])] of [(level, name prefix, [paths])]: the checks and the summary line of
+  read_files."""
+  out, counts, n_files, empty, n_items = [], [], 0, 0, 0
+  for level, prefix, files in groups:
     before = n_items
     for path in files:
       items = _read_file(path, level, require_answers)
       empty += not items
       n_items += len(items)
-      out.append((f"{level}/{fileio.basename(path)}", path, items))
+      out.append((prefix + fileio.basename(path), path, items))
     n_files += len(files)
-    counts.append(f"{level} {n_items - before:,}")
-  if not n_files:
-    raise FileNotFoundError(f"{root}: no {'/'.join(levels)}/*.txt files")
+    if level:
+      counts.append(f"{level} {n_items - before:,}")
   if not n_items:
     raise ValueError(f"{root}: no questions in {n_files:,} file{'s' * (n_files > 1)}")
   kinds = {items[0][4] == UNLABELLED for _, _, items in out if items}
@@ -126,8 +158,9 @@ def read_files(data_dir, split, levels=LEVELS, report=print, require_answers=Tru
     first = next(path for _, path, items in out if items and items[0][4] == UNLABELLED)
     raise ValueError(f"{first}: no 'answers', while other files of {root} have them: a split "
                      "is scored whole (answers in every file or in none)")
-  report(f"{root}: used {n_items:,} questions from {n_files:,} file{'s' * (n_files > 1)} "
-         f"({', '.join(counts)})" + (f"; {empty:,} without questions" if empty else "")
+  report(f"{root}: used {n_items:,} questions from {n_files:,} file{'s' * (n_files > 1)}"
+         + (f" ({', '.join(counts)})" if counts else "")
+         + (f"; {empty:,} without questions" if empty else "")
          + ("; no answers (unlabelled)" if kinds == {True} else ""))
   return [(name, items) for name, _, items in out]
 
@@ -139,7 +172,8 @@ def read_split(data_dir, split, levels=LEVELS, report=print, require_answers=Tru
 
 
 def encode(tokenizer, items, max_seq_length, max_qa_length=128, model_type="xlnet"):
-  """-> input_ids / seg_ids / input_mask [N, 4, L], label [N], level [N] (0 middle, 1 high)."""
+  """-> input_ids / seg_ids / input_mask [N, 4, L], label [N], level [N] (0 middle, 1 high,
+  -1 neither: a --predict_file outside the split layout)."""
   n = len(items)
   ids = np.zeros([n, N_CHOICE, max_seq_length], np.int32)
   seg = np.zeros([n, N_CHOICE, max_seq_length], np.int32)
@@ -165,7 +199,8 @@ def encode(tokenizer, items, max_seq_length, max_qa_length=128, model_type="xlne
                                                             max_seq_length)
   return {"input_ids": ids, "seg_ids": seg, "input_mask": mask,
           "label": np.array([it[4] for it in items], np.int32),
-          "level": np.array([LEVELS.index(it[0]) for it in items], np.int32)}
+          "level": np.array([LEVELS.index(it[0]) if it[0] in LEVELS else -1 for it in items],
+                            np.int32)}
 
 
 class RaceTask(classifier_task.ClassifierTask):
@@ -174,8 +209,10 @@ class RaceTask(classifier_task.ClassifierTask):
   recipe_script = "race"
   feature_cache = False     # features in memory: --cache_dir is not used
 
-  def __init__(self, config, model_config, run_config, init_checkpoint=None, max_qa_length=128):
+  def __init__(self, config, model_config, run_config, init_checkpoint=None, max_qa_length=128,
+               predict_file=None):
     self.max_qa_length = max_qa_length
+    self.predict_file = predict_file     # read when `split` is PREDICT_FILE
     self._cache = {}
     spec = classifier_data.TaskSpec("race", ("A", "B", "C", "D"), {}, {})
     super().__init__(config, model_config, run_config, init_checkpoint, spec=spec)
@@ -183,12 +220,19 @@ class RaceTask(classifier_task.ClassifierTask):
     self.tokens_per_step = config.train_batch_size * N_CHOICE * config.max_seq_length
 
   def _files(self, split):
-    """read_files of a split, once; answers are required for training only."""
+    """read_files of a split (read_path of --predict_file for PREDICT_FILE), once; answers
+    are required for training only."""
     key = ("files", split)
     if key not in self._cache:
-      self._cache[key] = read_files(self.config.data_dir, split,
-                                    require_answers=split == "train")
+      self._cache[key] = (read_path(self.predict_file) if split == PREDICT_FILE else
+                          read_files(self.config.data_dir, split,
+                                     require_answers=split == "train"))
     return self._cache[key]
+
+  def source(self, split):
+    """What `split` reads, for messages: DATA_DIR/split or --predict_file."""
+    return (str(self.predict_file) if split == PREDICT_FILE
+            else fileio.join(self.config.data_dir, split))
 
   def _features(self, split):
     if split not in self._cache:
@@ -232,7 +276,7 @@ class RaceTask(classifier_task.ClassifierTask):
     if any(items[0][4] != UNLABELLED for _, items in files if items):
       return None
     n = sum(len(items) for _, items in files)
-    return (f"{fileio.join(self.config.data_dir, split)} has no answers ({n:,} questions in "
+    return (f"{self.source(split)} has no answers ({n:,} questions in "
             f"{len(files):,} file{'s' * (len(files) > 1)} without 'answers'): nothing to score")
 
   def evaluate(self, model, split=None):
@@ -241,6 +285,9 @@ class RaceTask(classifier_task.ClassifierTask):
     if self.eval_without_labels(split):
       return {}
     preds, labels = self.predict(model, split)
+    return self._accuracy(split, preds, labels)
+
+  def _accuracy(self, split, preds, labels):
     level = self._features(split)["level"]
     out = {"accuracy": metrics.accuracy(labels, preds)}
     for k, name in enumerate(LEVELS):
@@ -248,17 +295,66 @@ class RaceTask(classifier_task.ClassifierTask):
         out[f"accuracy_{name}"] = metrics.accuracy(labels[level == k], preds[level == k])
     return out
 
+  def predict_logits(self, model, split):
+    """(logits [N, 4] float32, labels [N]) over a split's questions, in read order (labels
+    UNLABELLED for a split without answers)."""
+    ds = self._dataset(split, self.config.eval_batch_size, train=False)
+    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    logits, labels = [], []
+    for batch in ds:
+      logits.append(np.asarray(forward(batch), np.float32).reshape(-1, N_CHOICE))
+      labels.append(batch["label"].numpy())
+    return np.concatenate(logits), np.concatenate(labels)
+
+  def predict(self, model, split):
+    """(predicted option index [N], labels [N]): the argmax of predict_logits."""
+    logits, labels = self.predict_logits(model, split)
+    return logits.argmax(-1), labels
+
+  def predictions_name(self, split):
+    """The predictions files' stem: race_SPLIT_predictions, or for --predict_file
+    race_NAME_predictions (NAME: its base name without .txt / .json)."""
+    if split == PREDICT_FILE:
+      split = fileio.basename(str(self.predict_file).rstrip("/"))
+      for ext in (".txt", ".json"):
+        split = split[:-len(ext)] if split.endswith(ext) else split
+    return f"race_{split}_predictions"
+
   def write_predictions(self, model, split, output_dir):
-    """{file under the split ("high/1.txt"): its answers, "A".."D" in question order} as JSON
-    (the layout of the RACE files' own "answers"), written atomically; returns the path."""
-    preds, _ = self.predict(model, split)
-    out, k = {}, 0
+    """predict_files' paths: [the .json path, the .jsonl path]."""
+    return self.predict_files(model, split, output_dir)[1]
+
+  def predict_files(self, model, split, output_dir):
+    """Writes a split's predictions (PREDICT_FILE: --predict_file's) into `output_dir`;
+    returns (accuracies as `evaluate`'s, {} without answers; [the .json path, the .jsonl
+    path]).
+
+    race_SPLIT_predictions.json: {file under the split ("high/1.txt"): its answers, "A".."D"
+    in question order} (the layout of the RACE files' own "answers"). race_SPLIT_
+    predictions.jsonl: one line per question, in read order (levels, files by name, questions
+    in file order): {"id": "high/1.txt#0" (file, question index), "article", "question",
+    "options" (4 texts), "prediction" (letter), "probabilities" ({"A".."D": softmax of the 4
+    option logits}), "gold" (letter, when the split has answers)}. The article is written in
+    full on each of its questions, so every line stands alone."""
+    logits, labels = self.predict_logits(model, split)
+    probs = serving_tasks.softmax(logits.astype(np.float64))
+    letters = ["ABCD"[int(p)] for p in probs.argmax(-1)]
+    out, rows, k = {}, [], 0
     for name, items in self._files(split):
-      out[name] = ["ABCD"[int(p)] for p in preds[k:k + len(items)]]
+      out[name] = letters[k:k + len(items)]
+      for q, (_, article, question, options, label) in enumerate(items):
+        row = {"id": f"{name}#{q}", "article": article, "question": question,
+               "options": list(options), "prediction": letters[k + q],
+               "probabilities": predictions.probabilities("ABCD", probs[k + q])}
+        if label != UNLABELLED:
+          row["gold"] = "ABCD"[label]
+        rows.append(row)
       k += len(items)
-    path = fileio.join(output_dir, f"race_{split}_predictions.json")
-    fileio.write_atomic(path, json.dumps(out, indent=1, sort_keys=True) + "\n")
-    return path
+    stem = fileio.join(output_dir, self.predictions_name(split))
+    fileio.write_atomic(stem + ".json", json.dumps(out, indent=1, sort_keys=True) + "\n")
+    paths = [stem + ".json", predictions.write_jsonl(stem + ".jsonl", rows)]
+    labelled = len(labels) and labels[0] != UNLABELLED     # a split has answers whole or none
+    return (self._accuracy(split, probs.argmax(-1), labels) if labelled else {}), paths
 
 
 # ---- --export_dir: the serving module and the Python path it is checked against ----------

@@ -6,18 +6,22 @@ every window, spans mapped back to the original characters, the best non-null
 answer per question (predictions.json), the n-best list with probabilities and
 each text's character span in the context (nbest_predictions.json) and the
 smallest answerability logit over the windows (null_odds.json), scored with the
-official metrics when the file has answers.
+official metrics when the file has answers. Beside the release's files: for SQuAD 2.0
+the file one submits (predictions_submission.json: "" where the null odds exceed the
+threshold chosen on a dev file with answers, recorded in null_threshold.json), and
+predictions.jsonl, one readable line per question.
 """
 
 import collections
 import dataclasses
 import json
+import math
 
 import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio, layouts
-from finetuning import classifier_task, squad_features, squad_metrics
+from finetuning import classifier_task, predictions, squad_features, squad_metrics
 from modeling import families
 from modeling import flags as model_flags
 from serving import export
@@ -44,6 +48,8 @@ class SquadConfig(OptimizerConfig):
   predict_batch_size: int = 32
   train_steps: int = 8000
   model_type: str = "xlnet"     # or "mpnet" (see squad_features.make_features)
+  null_odds_threshold: float = None   # SQuAD 2.0 submission: "" where null odds exceed it
+  version: str = None           # "1.1" (no submission file), "2.0", or None: from the data
 
 
 class SquadTask(Task):
@@ -123,10 +129,24 @@ class SquadTask(Task):
 
   # ---- prediction ---------------------------------------------------------------------
   def predict(self, model, path, output_dir):
-    """Writes the three prediction files; returns the official metrics (or {})."""
+    """Writes the prediction files (predict_files); returns the official metrics (or {})."""
+    return self.predict_files(model, path, output_dir)[0]
+
+  def write_predictions(self, model, path, output_dir):
+    """Writes the prediction files (predict_files); returns the list of paths written."""
+    return self.predict_files(model, path, output_dir)[1]
+
+  def predict_files(self, model, path, output_dir, log=print):
+    """Predicts the SQuAD file `path` into `output_dir`; returns (metrics, paths written).
+
+    Files: the release's predictions.json, nbest_predictions.json and null_odds.json; for
+    SQuAD 2.0 the file one submits, predictions_submission.json (predictions.json with ""
+    where null_odds > the threshold; submission_threshold says which, in one line to `log`)
+    and, on a file with answers, null_threshold.json (the
+    threshold chosen on it); and predictions.jsonl, one readable line per question. metrics:
+    the official metrics when the file has answers, else {}."""
     examples, arrays, infos, _ = self._features(path, False)
-    inputs = {k: v for k, v in arrays.items()}
-    ds = tf.data.Dataset.from_tensor_slices(inputs).batch(self.c.predict_batch_size)
+    ds = tf.data.Dataset.from_tensor_slices(dict(arrays)).batch(self.c.predict_batch_size)
     forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
     outs = collections.defaultdict(list)
     for batch in ds:
@@ -136,19 +156,32 @@ class SquadTask(Task):
     preds, nbest, null_odds = extract_answers(examples, infos, outs, self.c.start_n_top,
                                               self.c.end_n_top, self.c.max_answer_length,
                                               self.c.n_best_size)
+    paths = []
     for name, obj in (("predictions.json", preds), ("nbest_predictions.json", nbest),
                       ("null_odds.json", null_odds)):
-      fileio.write_atomic(fileio.join(output_dir, name),
-                          json.dumps(obj, indent=1, ensure_ascii=False).encode("utf-8"))
-    if not any(ex.all_answers or ex.is_impossible for ex in examples):
-      return {}
-    data = squad_metrics.load_json(path, "SQuAD file")["data"]
+      paths.append(write_json(fileio.join(output_dir, name), obj))
+    labelled = any(ex.all_answers or ex.is_impossible for ex in examples)
     v2 = any(ex.is_impossible for ex in examples)
-    return (squad_metrics.evaluate_v2(data, preds, null_odds) if v2
-            else squad_metrics.evaluate_v1(data, preds))
+    v1 = self.c.version == "1.1" or (labelled and not v2 and self.c.version != "2.0")
+    metrics, data = {}, None
+    if labelled:
+      data = squad_metrics.load_json(path, "SQuAD file")["data"]
+      metrics = (squad_metrics.evaluate_v2(data, preds, null_odds) if v2
+                 else squad_metrics.evaluate_v1(data, preds))
+    threshold, written = submission_threshold(path, data, preds, null_odds, output_dir,
+                                              self.c.null_odds_threshold, v1, log)
+    paths += written
+    submitted = preds
+    if threshold is not None:
+      submitted = squad_metrics.apply_null_threshold(preds, null_odds, threshold)
+      paths.append(write_json(fileio.join(output_dir, SUBMISSION), submitted))
+    paths.append(write_readable(fileio.join(output_dir, READABLE), examples, submitted, nbest,
+                                null_odds, labelled))
+    return metrics, paths
 
   def evaluate(self, model):
-    return self.predict(model, self.c.predict_file, fileio.join(self.c.model_dir, "eval"))
+    return self.predict_files(model, self.c.predict_file, fileio.join(self.c.model_dir, "eval"),
+                              log=lambda _: None)[0]
 
   def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
     """The SavedModel on raw text (export_squad); with no_answer_probability when `version`
@@ -187,6 +220,12 @@ def check_flags(f):
     if getattr(f, name) > f.max_seq_length:
       raise ValueError(f"--{name}={getattr(f, name)}: the beam cannot be wider than "
                        f"--max_seq_length={f.max_seq_length}")
+  if f.null_odds_threshold is not None:
+    if not math.isfinite(f.null_odds_threshold):
+      raise ValueError(f"--null_odds_threshold={f.null_odds_threshold}: must be a finite number")
+    if f.version == "1.1":
+      raise ValueError("--null_odds_threshold with --version=1.1: SQuAD 1.1 has no "
+                       "unanswerable questions (its predictions.json is the submission)")
 
 
 def task_from_flags(f, model_dir):
@@ -198,7 +237,8 @@ def task_from_flags(f, model_dir):
       max_query_length=f.max_query_length, max_answer_length=f.max_answer_length,
       start_n_top=f.start_n_top, end_n_top=f.end_n_top, n_best_size=f.n_best_size,
       train_batch_size=f.train_batch_size, predict_batch_size=f.predict_batch_size,
-      model_type=f.model_type, seed=f.seed, **training_flags.optimizer_kwargs(f))
+      model_type=f.model_type, null_odds_threshold=f.null_odds_threshold, version=f.version,
+      seed=f.seed, **training_flags.optimizer_kwargs(f))
   model_config = model_flags.model_config_from_flags(f)
   tokenizer = layouts.make_tokenizer(f.model_type, f.sp_model, f.vocab_file, f.uncased)
   layouts.check_vocab(model_config, tokenizer, f.max_seq_length)
@@ -266,6 +306,100 @@ def extract_answers(examples, infos, outs, start_n_top, end_n_top, max_answer_le
       preds[ex.qas_id] = ""
     null_odds[ex.qas_id] = score_null
   return preds, nbest, null_odds
+
+
+# ---- the prediction files beside the release's -----------------------------------------
+SUBMISSION = "predictions_submission.json"    # SQuAD 2.0: the null threshold applied
+THRESHOLD_FILE = "null_threshold.json"        # the threshold chosen on a file with answers
+READABLE = "predictions.jsonl"                # one readable line per question
+
+
+def write_json(path, obj):
+  """`obj` as indented UTF-8 JSON at `path`, atomically; returns `path`."""
+  fileio.write_atomic(path, json.dumps(obj, indent=1, ensure_ascii=False).encode("utf-8"))
+  return path
+
+
+def recorded_threshold(output_dir):
+  """(threshold, record) of OUTPUT_DIR/null_threshold.json, or (None, None) without one; a
+  one-line ValueError naming the file when it holds no number "threshold"."""
+  path = fileio.join(output_dir, THRESHOLD_FILE)
+  if not fileio.exists(path):
+    return None, None
+  record = squad_metrics.load_json(path, "null threshold file")
+  value = record.get("threshold") if isinstance(record, dict) else None
+  if (not isinstance(value, (int, float)) or isinstance(value, bool)
+      or not math.isfinite(value)):
+    raise ValueError(f"{path}: not a null threshold record (no finite number 'threshold')")
+  return float(value), record
+
+
+def submission_threshold(path, data, preds, null_odds, output_dir, given=None, v1=False,
+                         log=print):
+  """The no-answer threshold predictions_submission.json applies, or None; returns
+  (threshold, [paths written]) and says in one line to `log` which threshold it is.
+
+  `data`: the "data" list of `path` when it has answers, else None. `v1`: SQuAD 1.1 (no
+  threshold: predictions.json is its submission). A SQuAD 2.0 file with answers: its threshold (squad_metrics.
+  choose_null_threshold) is recorded in OUTPUT_DIR/null_threshold.json with the file's
+  path, best_f1 / best_exact and their thresholds. Applied: `given` (--null_odds_threshold)
+  when set, else, on a file with answers, the one chosen on it, else the one recorded in
+  OUTPUT_DIR; with none, no submission is written (an earlier one, for other predictions,
+  is removed) rather than a guess."""
+  stale = fileio.join(output_dir, SUBMISSION)
+  labelled = data is not None
+  if v1:
+    if fileio.exists(stale):
+      fileio.remove(stale)
+    return None, []
+  shown = f"{SUBMISSION}: \"\" where the null odds exceed"
+  if labelled:
+    choice = squad_metrics.choose_null_threshold(data, preds, null_odds)
+    chosen = choice.pop("threshold")
+    record = {"threshold": chosen, "chosen_on": str(path), "questions": len(preds), **choice}
+    written = [write_json(fileio.join(output_dir, THRESHOLD_FILE), record)]
+    if given is not None:
+      log(f"{shown} {given!r} (--null_odds_threshold); the threshold chosen on {path}, "
+          f"{chosen!r}, is recorded in {written[0]}")
+      return given, written
+    log(f"{shown} {chosen!r}, the threshold chosen on {path} (best_f1 "
+        f"{record['best_f1']:.2f}; best_exact {record['best_exact']:.2f} at "
+        f"{record['best_exact_thresh']!r}), recorded in {written[0]}")
+    return chosen, written
+  if given is not None:
+    log(f"{shown} {given!r} (--null_odds_threshold)")
+    return given, []
+  threshold, record = recorded_threshold(output_dir)
+  if threshold is not None:
+    log(f"{shown} {threshold!r}, the threshold chosen on {record.get('chosen_on')} (from "
+        f"{fileio.join(output_dir, THRESHOLD_FILE)})")
+    return threshold, []
+  removed = fileio.exists(stale)
+  if removed:
+    fileio.remove(stale)
+  log(f"no {SUBMISSION}: {path} has no answers to choose a no-answer threshold on, and "
+      f"neither --null_odds_threshold nor {fileio.join(output_dir, THRESHOLD_FILE)} gives "
+      "one (predict a SQuAD 2.0 dev file into this directory first, or pass "
+      "--null_odds_threshold); predictions.json holds the best non-null answers"
+      + (f" (the earlier {SUBMISSION} was removed)" if removed else ""))
+  return None, []
+
+
+def write_readable(path, examples, submitted, nbest, null_odds, labelled):
+  """predictions.jsonl: per question, in the file's order, {"id", "question", "context",
+  "prediction" (the submitted answer: "" where the null threshold says no answer),
+  "probabilities" ({n-best text: probability}, summing to 1), "null_odds", and "gold" (the
+  answer texts, [] for an unanswerable question) when the file has answers}."""
+  def rows():
+    for ex in examples:
+      row = {"id": ex.qas_id, "question": ex.question, "context": ex.context,
+             "prediction": submitted[ex.qas_id],
+             "probabilities": {c["text"]: c["probability"] for c in nbest[ex.qas_id]},
+             "null_odds": null_odds[ex.qas_id]}
+      if labelled:
+        row["gold"] = list(ex.all_answers or [])
+      yield row
+  return predictions.write_jsonl(path, rows())
 
 
 # ---- --export_dir: the serving module and the Python path it is checked against ----------

@@ -10,6 +10,7 @@ reported, and the best thresholds for exact match and F1 are searched.
 
 import collections
 import json
+import math
 import os
 import re
 import string
@@ -131,8 +132,16 @@ def _score_v1(qas, predictions):
 def _best_threshold(preds, scores, na_probs, has_ans):
   """The official find_best_thresh: questions in increasing no-answer probability
   (ties in the probability file's order), the threshold moved one question at a time."""
+  best, best_thresh, _ = _threshold_search(preds, scores, na_probs, has_ans)
+  return best, best_thresh
+
+
+def _threshold_search(preds, scores, na_probs, has_ans):
+  """find_best_thresh's (best score in percent, its threshold, whether the best answers any
+  question): False when no question's answer beat answering none (the threshold is then the
+  official script's starting 0.0, which means "none" only for probabilities above 0)."""
   best = cur = sum(1 for k in has_ans if not has_ans[k])
-  best_thresh = 0.0
+  best_thresh, answered = 0.0, False
   for qid in sorted(na_probs, key=lambda k: na_probs[k]):
     if qid not in scores:
       continue
@@ -141,8 +150,46 @@ def _best_threshold(preds, scores, na_probs, has_ans):
     else:
       cur += -1 if preds[qid] else 0
     if cur > best:
-      best, best_thresh = cur, na_probs[qid]
-  return 100.0 * best / len(scores), best_thresh
+      best, best_thresh, answered = cur, na_probs[qid], True
+  return 100.0 * best / len(scores), best_thresh, answered
+
+
+def choose_null_threshold(dataset, predictions, null_odds):
+  """The no-answer threshold to submit with, chosen on a SQuAD 2.0 file with answers.
+
+  `dataset` is the file's "data" list, `predictions` {id: best non-null text} and `null_odds`
+  {id: number} (higher: more likely unanswerable). Returns {"threshold", "best_f1",
+  "best_f1_thresh", "best_exact", "best_exact_thresh"}: the official script's
+  find_best_thresh on F1 and on exact match, and `threshold`, the value apply_null_threshold
+  uses so that the submitted file scores best_f1. It is best_f1_thresh, except when answering
+  no question scores best: the official search then reports its starting 0.0, which answers
+  every question whose odds are at most 0 (null odds are logits, often negative), so the
+  threshold is then the largest number below every question's odds. Questions whose odds tie
+  with the threshold are all answered (the official `>`), as the official script scores them.
+  """
+  qas = _check_inputs(dataset, predictions)
+  _check_null_odds(null_odds)
+  has_ans = {qa["id"]: bool(qa["answers"]) for qa in qas}
+  exact_raw, f1_raw = {}, {}
+  for qa in qas:
+    if qa["id"] not in predictions or qa["id"] not in null_odds:
+      raise InputError("predictions", f"no prediction or null odds for question {qa['id']!r}")
+    golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
+    exact_raw[qa["id"]] = max(exact(g, predictions[qa["id"]]) for g in golds)
+    f1_raw[qa["id"]] = max(f1_v2(g, predictions[qa["id"]]) for g in golds)
+  best_exact, exact_thresh, _ = _threshold_search(predictions, exact_raw, null_odds, has_ans)
+  best_f1, f1_thresh, answered = _threshold_search(predictions, f1_raw, null_odds, has_ans)
+  threshold = f1_thresh
+  if not answered:
+    threshold = float(math.nextafter(min(null_odds[k] for k in f1_raw), -math.inf))
+  return {"threshold": threshold, "best_f1": best_f1, "best_f1_thresh": f1_thresh,
+          "best_exact": best_exact, "best_exact_thresh": exact_thresh}
+
+
+def apply_null_threshold(predictions, null_odds, threshold):
+  """{id: "" where null_odds[id] > threshold, else the prediction}: the file one submits to
+  SQuAD 2.0 (the official script's apply_no_ans_threshold, written into the predictions)."""
+  return {qid: "" if null_odds[qid] > threshold else text for qid, text in predictions.items()}
 
 
 def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
