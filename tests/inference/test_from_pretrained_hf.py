@@ -221,6 +221,13 @@ def test_mpnet_base_directory_is_an_encoder(tmp_path):
   _close(out["token_states"][real], hidden[real], "token_states")
   with pytest.raises(ValueError, match="holds no classification head"):
     model.logits(TEXTS)
+  # the same directory at a URL (ram:// in tests, gs:// for users)
+  from data_utils import fileio
+  url = f"ram://inference-{os.getpid()}/mpnet-base"
+  for name in os.listdir(tmp_path / "hf"):
+    fileio.write_atomic(fileio.join(url, name), (tmp_path / "hf" / name).read_bytes())
+  remote = inference.from_pretrained(url, log=None).encode(TEXTS[:2], max_length=8)
+  np.testing.assert_array_equal(remote["token_states"], out["token_states"])
 
 
 def test_paths_it_cannot_read_are_one_line(tmp_path):
