@@ -112,17 +112,18 @@ def predict_file(model_path, input_path, output_path, columns=None, batch_size=3
   inference.from_pretrained reads) and writes OUTPUT_PATH (module docstring). COLUMNS: a
   finetuning/table_data.Columns; OVERRIDES: from_pretrained's keywords (sp_model, ...).
   Returns the number of rows written."""
-  from inference import loading, sources
+  from inference.loading import from_pretrained
+  from inference.sources import describe
   columns = columns or table_data.Columns()
   input_format(input_path)
   check_output(output_path, input_path)
   examples = read_inputs(input_path, columns)
-  found = sources.describe(model_path, overrides)      # no head: refused before any loading
+  found = describe(model_path, overrides)      # no head: refused before any loading
   if found.head != "classifier":
     raise ValueError(f"--model={model_path}: holds no classification head ({found.kind}); "
                      "pass a fine-tuned classifier (a run_classifier.py run, a Hugging Face "
                      "*ForSequenceClassification directory)")
-  model = loading.from_pretrained(model_path, batch_size=batch_size, log=log,
+  model = from_pretrained(model_path, batch_size=batch_size, log=log,
                                   **dict(overrides or {}, **({"max_length": max_length}
                                                              if max_length else {})))
   outs, n = [], len(examples)

@@ -7,7 +7,8 @@ import numpy as np
 from data_utils import fileio, layouts
 from modeling import checkpoint, families, hf_io
 from modeling.run_config import RunConfig
-from inference import saved_model, sources
+from inference.saved_model import is_saved_model, load as load_saved_model
+from inference.sources import describe
 from inference.model import Model
 
 DEFAULT_MAX_LENGTH = 512     # XLNet (relative positions: no table to outgrow)
@@ -41,9 +42,9 @@ def from_pretrained(path, batch_size=32, log=print, **overrides):
                     f"{', '.join(OVERRIDES)})")
   if int(batch_size) < 1:
     raise ValueError(f"batch_size={batch_size}: must be at least 1")
-  if fileio.isdir(path) and saved_model.is_saved_model(path):
+  if fileio.isdir(path) and is_saved_model(path):
     return _saved_model(path, batch_size, log, overrides)
-  found = sources.describe(path, overrides)
+  found = describe(path, overrides)
   family = families.get(found.family)
   tokenizer = layouts.make_tokenizer(found.family, *_tokenizer_args(found.tokenizer))
   keras_model = _build(found, family)
@@ -66,7 +67,7 @@ def _saved_model(path, batch_size, log, overrides):
   if given:
     raise ValueError(f"{path}: a SavedModel carries its tokenizer and row length; "
                      f"{', '.join(given)} cannot apply")
-  model = saved_model.load(str(path).rstrip("/"), batch_size)
+  model = load_saved_model(str(path).rstrip("/"), batch_size)
   if log:
     log(f"inference: loaded xlnet encoder from {path} ({model.kind}): rows of "
         f"{model.max_length} tokens, tokenizer in the graph")
