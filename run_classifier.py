@@ -119,14 +119,14 @@ def main(argv):
     model_flags.resolve_tokenizer(FLAGS)     # an export's own tokenizer by default
     config = classifier_task.config_from_flags(
         FLAGS, FLAGS.task_name, FLAGS.cache_dir or fileio.join(model_dir, "features"))
-    init = FLAGS.init_checkpoint or (None if FLAGS.do_train else
-                                     classifier_task.trained_checkpoint(model_dir))
     task = ClassifierTask(config, model_flags.model_config_from_flags(),
-                          model_flags.run_config_from_flags(), init, spec=spec,
+                          model_flags.run_config_from_flags(), FLAGS.init_checkpoint, spec=spec,
                           columns=columns if custom else None)
     to_predict = None
     if FLAGS.do_predict and FLAGS.predict_file:      # checked before any model work
       to_predict = task.read_predict_file(FLAGS.predict_file, columns)
+    if not FLAGS.init_checkpoint and not FLAGS.do_train:   # the run's own trained model
+      task.init_checkpoint = classifier_task.trained_checkpoint(model_dir)
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,
                                  script="run_classifier.py")
     written = []

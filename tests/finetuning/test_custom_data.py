@@ -205,7 +205,8 @@ def test_custom_labels_from_the_flag(data, tmp_path, capsys):
   run_main("run_classifier.py", task_name="custom", train_file=str(d / "train.jsonl"),
            dev_file=str(d / "dev.tsv"), labels=",".join(order), sp_model=sp, uncased=True,
            model_config_path=str(d / "config.json"), model_dir=str(m), do_train=True,
-           do_eval=True, export_hf_dir=str(tmp_path / "hf"), **SHORT)
+           do_eval=True, export_hf_dir=str(tmp_path / "hf"),
+           export_dir=str(tmp_path / "serving"), **SHORT)
   capsys.readouterr()
   assert json.loads((m / "task.json").read_text())["labels"] == order
   rows = _jsonl(m / "predictions" / "custom.dev.jsonl")
@@ -214,6 +215,13 @@ def test_custom_labels_from_the_flag(data, tmp_path, capsys):
              for r in rows)
   hf = json.loads((tmp_path / "hf" / "config.json").read_text())
   assert hf["id2label"] == {str(k): l for k, l in enumerate(order)}
+  # the SavedModel on raw text answers the dev texts as the predictions file does
+  import tensorflow as tf
+  served = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"](
+      sentence=tf.constant([t for t, _ in dev]))
+  assert [v.decode() for v in served["label"].numpy()] == [r["prediction"] for r in rows]
+  np.testing.assert_allclose(served["probabilities"].numpy(),
+                             [[r["probabilities"][l] for l in order] for r in rows], atol=1e-5)
 
 
 def test_custom_regression(data, tmp_path, capsys):
