@@ -205,8 +205,7 @@ def quiet_tensorflow():
   try:
     filter_process = subprocess.Popen(
         [sys.executable, "-I", "-c", _FILTER_CODE, *NATIVE_NOISE], stdin=subprocess.PIPE,
-        stdout=terminal, stderr=terminal, close_fds=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))   # Ctrl-C: ours
+        stdout=terminal, stderr=terminal, close_fds=True, preexec_fn=_ignore_stop_signals)
   except OSError:
     os.close(terminal)
     return
@@ -216,6 +215,14 @@ def quiet_tensorflow():
   filter_process.stdin.close()
   _STDERR[0] = terminal
   atexit.register(_end_filter, filter_process)
+
+
+def _ignore_stop_signals():
+  """In the filter process: Ctrl-C and SIGTERM (sent to the whole process group) are the
+  script's to answer; the filter ends when the script's last copy of descriptor 2 closes, after
+  passing on the script's last lines (its stop message, an error)."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _end_filter(filter_process):

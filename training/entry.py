@@ -78,6 +78,8 @@ def prologue(script, flag_values, required, actions=None, check=None):
     trainer_lib.use_bfloat16(f)
   if getattr(f, "use_float16", False):
     loss_scale.use_float16(f)
-  summary.start(script, model_dir, started=cli_app.STARTED)
+  run = summary.start(script, model_dir, started=cli_app.STARTED)
+  for name in ("export_dir", "export_hf_dir"):     # named in the summary if written
+    run.add_export(getattr(f, name, None))
   cli_app.on_success(summary.report)
   return model_dir, strategy
