@@ -10,9 +10,10 @@ stage list and reproduction/presets.py for the sizes.
 
     python quickstart.py [--preset small|tiny|base] [--output_dir output/quickstart]
 
-small (default): about 30 minutes on 2 CPU cores (32m17s measured, install included); tiny: the end-to-end
-test's toy size (about 1.5 minutes; output/quickstart-tiny); base: a longer run (about 3.5
-hours on 2 CPU cores, estimated; output/quickstart-base).
+Presets (reproduction/presets.py; docs/reproduction.md): tiny, every script and both model
+families at toy size in a few minutes (output/quickstart-tiny); small (default), the main job,
+about 30 minutes on 2 CPU cores; base, a longer run, about 4.5 hours on 2 CPU cores (estimated
+from measured step times; output/quickstart-base). The run prints its ETA from the start.
 """
 
 import os
@@ -28,8 +29,9 @@ from reproduction import pipeline as pipeline_lib
 from reproduction import report
 from reproduction.presets import PRESETS
 
-flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy, the test), "
-                  "small (default, ~30 min on 2 CPU cores), base (~3.5 h).")
+flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy sizes, a few "
+                  "minutes), small (default, about 30 minutes on 2 CPU cores), base (about 4.5 "
+                  "hours on 2 CPU cores).")
 flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is written (a rerun "
                     "with the same flags resumes; another preset needs another directory). A "
                     "local directory: the quickstart is this machine's demo, with live logs; "
@@ -57,7 +59,7 @@ def main(argv):
   output_dir = FLAGS.output_dir
   if "://" in output_dir:
     sys.exit(f"quickstart: --output_dir={output_dir}: must be a local directory (the entry "
-             "scripts take gs:// paths; see README, Cloud TPU)")
+             "scripts take gs:// paths; see docs/tpu-gpu.md)")
   if FLAGS.preset != "small" and output_dir == flags.FLAGS["output_dir"].default:
     output_dir = f"{output_dir}-{FLAGS.preset}"
   # A TERM (a scheduler, `kill`) stops the run like Ctrl-C: the running stage's process is
