@@ -153,7 +153,7 @@ def test_xlnet_release_checkpoint_directory_equals_transformers(tmp_path, sp_mod
     served.logits(TEXTS)
 
 
-def _mpnet_dir(path, architecture, labels=("no", "yes")):
+def _mpnet_dir(path, architecture, labels=("no", "yes"), **extra):
   """A Hugging Face MPNet directory as a release ships it: WordPiece vocab.txt (pad 1) and a
   tokenizer_config.json, no record of this project's."""
   pieces = (["<s>", "<pad>", "</s>", "<unk>", "[UNK]", "<mask>"] + list(".,!?")
@@ -165,7 +165,7 @@ def _mpnet_dir(path, architecture, labels=("no", "yes")):
       vocab_size=len(pieces) + 3, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
       intermediate_size=32, max_position_embeddings=40, pad_token_id=1, bos_token_id=0,
       eos_token_id=2, num_labels=len(labels), id2label=dict(enumerate(labels)),
-      label2id={l: i for i, l in enumerate(labels)})
+      label2id={l: i for i, l in enumerate(labels)}, **extra)
   torch.manual_seed(1)
   model = getattr(transformers, architecture)(config).eval()
   model.save_pretrained(str(path), safe_serialization=True)
@@ -228,6 +228,17 @@ def test_mpnet_base_directory_is_an_encoder(tmp_path):
     fileio.write_atomic(fileio.join(url, name), (tmp_path / "hf" / name).read_bytes())
   remote = inference.from_pretrained(url, log=None).encode(TEXTS[:2], max_length=8)
   np.testing.assert_array_equal(remote["token_states"], out["token_states"])
+
+
+def test_mpnet_regression_directory_gives_scores(tmp_path):
+  reference = _mpnet_dir(tmp_path / "hf", "MPNetForSequenceClassification", labels=("score",),
+                         problem_type="regression")
+  model = inference.from_pretrained(str(tmp_path / "hf"), log=None)
+  assert model.regression and model.labels == ()
+  _, logits = _mpnet_torch(reference, model.rows(TEXTS))
+  scores = [p["score"] for p in model.predict(TEXTS)]
+  _close(scores, logits[:, 0], "scores")
+  assert model.logits(TEXTS).shape == (4,)
 
 
 def test_paths_it_cannot_read_are_one_line(tmp_path):

@@ -83,7 +83,9 @@ def test_a_fine_tuning_run_predicts_as_the_run_did(run, capsys):
   _same_predictions(again.predict([s for s, _ in dev]), want)
 
 
-def test_predict_py_writes_inputs_beside_predictions(run, tmp_path):
+def test_predict_py_writes_inputs_beside_predictions(run, tmp_path, capsys, monkeypatch):
+  from inference import files
+  monkeypatch.setattr(files, "PROGRESS_EVERY", 4)
   model_dir, _, dev = run
   want = _own_predictions(model_dir)
   tsv = tmp_path / "in.tsv"
@@ -96,6 +98,8 @@ def test_predict_py_writes_inputs_beside_predictions(run, tmp_path):
   assert [r["id"] for r in rows] == [f"d{k}" for k in range(7)]
   assert [(r["text_a"], r["gold"]) for r in rows] == [(s, str(l)) for s, l in dev]
   _same_predictions(rows, want)
+  printed = capsys.readouterr().out
+  assert "predicted 4 of 7 rows" in printed and "predicted 7 of 7 rows" in printed, printed
   # JSON Lines without ids or labels, non-ASCII text; the earlier output replaced
   jsonl = tmp_path / "in.jsonl"
   jsonl.write_text("".join(json.dumps({"text": s}, ensure_ascii=False) + "\n"
