@@ -1,11 +1,12 @@
 """Sizes of the quickstart reproduction (--preset). Every objective gets the same pretraining
 budget (steps, batch, seq_len, model size); every arm the same fine-tuning recipe.
 
-The step-time figures only feed the ETA (scaled by what the run measures as it goes); they were
-measured on the 2-core development machine.
+The step-time figures only feed the ETA (scaled by what the run measures as it goes); they
+were measured on a 2-core CPU. The time each preset takes is stated once, in
+docs/reproduction.md (and quickstart.py's help says the same).
 "tiny" is the end-to-end test's size: one layer, a few steps, two arms (plm, mpnet), SQuAD on
-plm and RACE on mpnet only, so that every entry script and both model families run in about a
-minute and a half.
+plm and RACE on mpnet only, so that every entry script and both model families run in a few
+minutes.
 """
 
 import dataclasses
@@ -68,7 +69,8 @@ class Preset:
   # and architectures, not optimizers: the XLNet release's tf.train.AdamOptimizer (weight
   # decay 0). Its epsilon is each release script's own (pipeline.release_epsilon: train.py and
   # run_classifier.py 1e-8, run_squad.py and run_race.py 1e-6). The scripts' own defaults differ
-  # by family (README, "Optimizer semantics and recipes"): MPNet's would be fairseq's Adam.
+  # by family (docs/fine-tuning.md, "Optimizer semantics and recipes"): MPNet's would be
+  # fairseq's Adam.
   optimizer_flags: tuple = ("--optimizer=release", "--adam_beta1=0.9", "--adam_beta2=0.999",
                             "--weight_decay=0", "--clip=1.0", "--min_lr_ratio=0",
                             "--decay_method=linear")
@@ -97,7 +99,7 @@ class Preset:
 
 
 PRESETS = {
-    # The end-to-end test: every stage, toy sizes, well under two minutes.
+    # The end-to-end test: every stage, toy sizes.
     "tiny": Preset(
         name="tiny", vocab_size=500, train_per_class=12, test_per_class=4, squad_train=40,
         squad_eval=16, race_train=24, race_eval=8, context_chars=300,
@@ -111,34 +113,32 @@ PRESETS = {
         accept_zero_shot=8,
         arms=("plm", "mpnet"), squad_arms=("plm",), race_arms=("mpnet",),
         steps_per_loop=5, overhead_s=12.0, pretrain_step_s=0.02, finetune_step_s=0.02),
-    # The default: about 30 minutes on 2 CPU cores with --jobs=2 (README gives the measured
-    # time of a clean clone).
+    # The default, the main job (--jobs=2).
     "small": Preset(
         name="small", vocab_size=4000, train_per_class=60, test_per_class=50, squad_train=600,
         squad_eval=300, race_train=400, race_eval=300, context_chars=400,
         n_layer=2, d_model=128, n_head=4, d_inner=512, seq_len=128, reuse_len=64, mem_len=64,
         batch=16, num_predict=19, pretrain_steps=2000, pretrain_lr=5e-4,
         pretrain_save_every=500, passes=7,
-        # Three seeds and two rates (1e-4 was never chosen on dev: 2026-11-25/26) leave room
-        # for the acceptability task within ~30 minutes.
+        # Three seeds and two rates (1e-4 was never chosen on dev) leave room for the
+        # acceptability task in the same budget.
         seeds=(0, 1, 2), cls_seq_len=64, cls_batch=32, cls_steps=150,
         cls_lrs=(3e-4, 1e-3), qa_seq_len=128, qa_batch=16, qa_steps=80,
         # SQuAD / RACE at this size: no arm beat the trivial answer at either rate of a dev
-        # sweep (3e-4, 1e-3; 2026-11-25), so one run each shows that the scripts (and both
+        # sweep (3e-4, 1e-3), so one run each shows that the scripts (and both
         # families) train, predict and score; the report keeps them out of the orderings.
         qa_lrs=(3e-4,), qa_seeds=(0,), squad_arms=("plm",), race_arms=("mpnet",),
         # Acceptability: at 500 sentences x 150 steps every arm memorised its train set and
         # stayed at chance. On the set without its surface cue no setting of a dev sweep drew
         # plm ahead of its random twin beyond the noise (6,000 or 9,583 sentences, 600 or
         # 1,800 steps, rates 3e-5..3e-4, summary or mean head, frozen encoder: +2.4 dev MCC
-        # points on average over ten pairs; README, "Why fine-tuned acceptability shows no
-        # benefit"), so the cheapest setting stays: 6,000 x 600 at 3e-4 (2026-11-26).
+        # points on average over ten pairs; docs/reproduction.md, "Why the acceptability
+        # settings"), so the cheapest setting stays: 6,000 x 600 at 3e-4.
         accept_train=6000, accept_eval=600, accept_steps=600, accept_lrs=(3e-4,),
         accept_seeds=(0, 1), pairs_eval=500, accept_zero_shot=300,
         overhead_s=18.0, pretrain_step_s=0.05, finetune_step_s=0.04),
-    # More of everything, for a longer run: about 4.5 hours on 2 CPU cores (estimated from
-    # 60 measured pretraining steps at 0.93 s/step, not from a full run; 3.5 before the
-    # acceptability stages joined it, which add about a fifth to the stages' estimates).
+    # More of everything, for a longer run (its time is estimated from measured pretraining
+    # step times, not from a full run).
     "base": Preset(
         name="base", vocab_size=8000, train_per_class=200, test_per_class=40, squad_train=3000,
         squad_eval=500, race_train=2000, race_eval=400, context_chars=600,
