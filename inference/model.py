@@ -135,13 +135,13 @@ class Model:
     own longest row (padding is masked: the outputs do not depend on it)."""
     self._check_head("logits")
     texts = _as_list(texts, "texts")
+    if texts_b is not None:
+      texts_b = _as_list(texts_b, "texts_b")
+      if len(texts_b) != len(texts):
+        raise ValueError(f"texts_b: {len(texts_b)} texts for {len(texts)} texts")
     out = []
     for start in range(0, len(texts), self.batch_size):
-      part_b = None if texts_b is None else _as_list(texts_b, "texts_b")[
-          start:start + self.batch_size]
-      if texts_b is not None and len(_as_list(texts_b, "texts_b")) != len(texts):
-        raise ValueError(f"texts_b: {len(_as_list(texts_b, 'texts_b'))} texts for "
-                         f"{len(texts)} texts")
+      part_b = None if texts_b is None else texts_b[start:start + self.batch_size]
       rows = self.rows(texts[start:start + self.batch_size], part_b, max_length)
       out.append(np.asarray(self._logits_fn({k: tf.constant(v) for k, v in rows.items()}),
                             np.float32))
@@ -161,6 +161,6 @@ class Model:
             for row in probs]
 
   def __repr__(self):
-    head = (f"regression" if self.regression else f"{len(self.labels)} labels") \
+    head = ("regression" if self.regression else f"{len(self.labels)} labels") \
         if self.has_head else "encoder"
     return f"<inference.Model {self.family} {head} from {self.source}>"
