@@ -140,7 +140,7 @@ class _Lines:
     return line
 
 
-_UNDECODED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
+UNDECODED = re.compile("[\udc80-\udcff]")   # bytes that were not UTF-8 (surrogateescape)
 
 
 def _quote_open(text, delimiter):
@@ -182,7 +182,7 @@ def delimited_rows(path, delimiter, quoting):
       except csv.Error as e:
         raise ValueError(f"{path}:{start}: {e}") from None
       row_lines = lines.current
-      bad = _UNDECODED.search("\t".join(row))
+      bad = UNDECODED.search("\t".join(row))
       if bad:
         raise ValueError(f"{path}:{start}: not UTF-8 (byte 0x{ord(bad.group()) - 0xdc00:02x}); "
                          "the file must be UTF-8")

@@ -85,14 +85,21 @@ def _records(path):
 
 
 def _json_records(path):
-  with fileio.open_text(path, encoding="utf-8-sig", errors="strict") as f:
+  with fileio.open_text(path, encoding="utf-8-sig", errors="surrogateescape") as f:
     for line_no, line in enumerate(f, 1):
+      bad = classifier_data.UNDECODED.search(line)
+      if bad:
+        raise ValueError(f"{path}:{line_no}: not UTF-8 (byte 0x{ord(bad.group()) - 0xdc00:02x}); "
+                         "the file must be UTF-8")
       if not line.strip():
         continue
       try:
         record = json.loads(line)
       except json.JSONDecodeError as e:
         raise ValueError(f"{path}:{line_no}: not valid JSON ({e.msg})") from None
+      except (ValueError, RecursionError) as e:     # a number too long, nesting too deep
+        reason = str(e).split(":")[0] if isinstance(e, ValueError) else "nested too deep"
+        raise ValueError(f"{path}:{line_no}: not valid JSON ({reason})") from None
       if not isinstance(record, dict):
         raise ValueError(f"{path}:{line_no}: not a JSON object")
       yield line_no, record

@@ -10,6 +10,9 @@ order with the model's counts in its summary. Unedited files (a separate test pe
 edits drawn to zero in the fuzz tests) are also checked against the generator's own rows.
 python -m pytest tests/finetuning/test_fuzz_classifier.py"""
 
+import csv
+import io
+import json
 import math
 import os
 import re
@@ -495,3 +498,96 @@ def test_csv_bom_quotes_and_line_numbers(tmp_path):
   with pytest.raises(ValueError, match=r"train.csv:2: a quoted field opened in this row runs "
                                        r"to the end of the file"):
     classifier_data.read_split(spec, tmp_path, "train")
+
+
+# ---- your own data: TSV / CSV / JSON Lines tables (finetuning/table_data.py) -------------------
+# Written by the standard library's own writers (csv, json) from generated rows; read back, the
+# rows must come out exactly (texts, labels, ids, the line each row starts on). Edited tables are
+# held to the error contract only: the examples, or one ValueError / FileNotFoundError line
+# naming the file (and a line inside it).
+
+from finetuning import table_data   # noqa: E402
+
+TABLE_TEXT = {   # what each format can hold in a cell
+    "tsv": st.text(st.characters(exclude_characters="\t\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029",
+                                 exclude_categories=("Cs",)), max_size=12),
+    "csv": st.text(st.characters(exclude_characters="\r", exclude_categories=("Cs",)),
+                   max_size=12),
+    "jsonl": st.text(st.characters(exclude_categories=("Cs",)), max_size=12),
+}
+TABLE_LABELS = ("neg", "pos", "10", "2")
+
+
+@st.composite
+def table_file(draw, kind=None):
+  """(kind, columns, rows [(id or None, text_a, text_b or None, label)], bytes)."""
+  kind = kind or draw(st.sampled_from(sorted(TABLE_TEXT)))
+  pair, ids = draw(st.booleans()), draw(st.booleans())
+  columns = table_data.Columns("q", "r" if pair else None, "y", "key")
+  names = ["y", "q"] + (["r"] if pair else []) + (["key"] if ids else []) + ["extra"]
+  text = TABLE_TEXT[kind]
+  if kind != "jsonl":      # a text that is all blank would make a blank row (skipped)
+    text = text.filter(lambda s: s.strip())
+  rows = []
+  for k in range(draw(st.integers(1, 6))):
+    rows.append((f"id{k}" if ids else None, draw(text), draw(text) if pair else None,
+                 draw(st.sampled_from(TABLE_LABELS))))
+  records = [{"y": l, "q": a, **({"r": b} if pair else {}), **({"key": i} if ids else {}),
+              "extra": "x"} for i, a, b, l in rows]
+  if kind == "jsonl":
+    data = "".join(json.dumps(r) + "\n" for r in records)
+    starts = list(range(1, len(rows) + 1))
+  else:
+    out = io.StringIO()
+    if kind == "tsv":        # GLUE's layout: cells joined by tabs, no quoting
+      writer = type("Tsv", (), {"writerow": lambda self, cells: out.write("\t".join(cells) + "\n")})()
+    else:
+      writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(names)
+    starts, line = [], 2
+    for r in records:
+      before = out.tell()
+      writer.writerow([r[n] for n in names])
+      starts.append(line)
+      line += out.getvalue()[before:].count("\n")
+    data = out.getvalue()
+  return kind, columns, rows, starts, data.encode("utf-8")
+
+
+def _read_table(kind, columns, data, labels=None):
+  with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, f"dev.{kind}")
+    with open(path, "wb") as f:
+      f.write(data)
+    try:
+      return path, table_data.read_table(path, "dev", columns, labels=labels,
+                                         report=lambda _: None)
+    except ERRORS as e:
+      return path, e
+
+
+@given(case=table_file())
+@fuzz_settings(150)
+def test_tables_written_by_the_standard_writers_are_read_whole(case):
+  kind, columns, rows, starts, data = case
+  event(kind)
+  path, examples = _read_table(kind, columns, data, labels=TABLE_LABELS)
+  assert not isinstance(examples, Exception), examples
+  assert [(e.guid, e.text_a, e.text_b, e.label) for e in examples] == [
+      (i if i is not None else f"dev-{line}", a, b, l) for (i, a, b, l), line in
+      zip(rows, starts)]
+
+
+@given(case=table_file(), edits=st.data())
+@fuzz_settings(300)
+@each_input_bounded
+def test_edited_tables_are_read_or_refused_in_one_line(case, edits):
+  kind, columns, _, _, valid = case
+  data = edits.draw(file_bytes(valid))
+  path, result = _read_table(kind, columns, data, labels=TABLE_LABELS)
+  if isinstance(result, Exception):
+    n_lines = max(len(split_lines(data)), 1)
+    check_refusal(result, path, n_lines=n_lines)
+  else:
+    event("read")
+    assert all(isinstance(e.text_a, str) and e.label in (None, *TABLE_LABELS) for e in result)
