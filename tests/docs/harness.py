@@ -306,6 +306,21 @@ def prefetch_flags(invocations):
     list(pool.map(lambda t: _try_flags(*t), todo))
 
 
+def prefetch_blocks(blocks):
+  """Fills defined_flags' cache for every script the blocks' shell commands run."""
+  found = []
+  for block in blocks:
+    if block.lang in SHELL and block.mode != "skip" and not block.marker_error:
+      try:
+        found += [i for i in map(invocation, commands(shell_text(block))) if i]
+      except ValueError:
+        pass
+  prefetch_flags([i for i in found if i.kind == "script" and "$" not in i.target
+                  and os.path.isfile(os.path.join(ROOT, i.target))] +
+                 [i for i in found if i.kind == "module" and
+                  i.target.split(".")[0] in project_packages() and module_file(i.target)])
+
+
 def _try_flags(target, module, subcommand):
   try:
     defined_flags(target, module, subcommand)
@@ -610,6 +625,11 @@ def main(argv=None):
   args = parser.parse_args(argv)
   files = args.files or doc_files()
   failed = 0
+  every = []
+  for rel in files:
+    with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+      every += parse_blocks(f.read(), rel)
+  prefetch_blocks(every)
   for rel in files:
     with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
       blocks = parse_blocks(f.read(), rel)

@@ -10,6 +10,12 @@ from tests.docs import harness
 BLOCKS = [b for b in harness.collect() if b.lang in harness.LANGUAGES or b.marker_error]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def flags_read_once():
+  """Every documented script's --helpfull, two at a time, once for the module."""
+  harness.prefetch_blocks(BLOCKS)
+
+
 def test_the_covered_files_have_blocks():
   assert "README.md" in harness.doc_files()
   assert any(b.path == "README.md" and b.lang in harness.LANGUAGES for b in BLOCKS)

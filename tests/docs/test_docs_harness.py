@@ -146,10 +146,16 @@ def test_a_failing_python_block_fails(tmp_path):
 def _first(kind):
   for block in harness.collect():
     if block.lang == "python" and kind == "import" and block.mode != "skip":
-      for node in ast.walk(ast.parse(block.text)):
+      tree = ast.parse(block.text)
+      modules = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                 for a in n.names if a.name.split(".")[0] in harness.project_packages()}
+      for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and \
            node.module.split(".")[0] in harness.project_packages():
-          return block, node.names[0].name
+          return block, node.names[0].name          # from package import NAME
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+           node.value.id in modules:
+          return block, node.attr                   # import package; package.NAME
     if block.lang in harness.SHELL and kind == "flag" and block.mode != "skip":
       for words in harness.commands(harness.shell_text(block)):
         inv = harness.invocation(words)
@@ -165,7 +171,7 @@ def test_breaking_a_real_documented_import_or_flag_fails_its_check(kind):
     pytest.skip(f"no documented block has a project {kind} to break")
   assert harness.check_block(block) == [], "the block must pass before it is broken"
   if kind == "import":
-    broken = re.sub(rf"\bimport {re.escape(name)}\b", f"import {name}_renamed", block.text,
+    broken = re.sub(rf"(\bimport |\.){re.escape(name)}\b", rf"\g<1>{name}_renamed", block.text,
                     count=1)
   else:
     broken = re.sub(rf"--{re.escape(name)}\b", f"--{name}_renamed", block.text, count=1)
