@@ -365,3 +365,268 @@ def test_fine_tuning_is_set_against_the_probe_on_what_its_head_reads():
   assert "±5.4" in plm and "±14.0" in mpnet and "not information its path lost" in mpnet
   assert mlm.startswith("- mlm:") and mlm.endswith("fell short of what its own input holds.")
   assert diagnosis_report.finetune_vs_probe(diag, cls, None) == []
+
+
+# ---- the acceptability section (language_report.section) -----------------------------------
+def _one(mean):
+  """A one-seed stats() record (no seed spread: the standard errors are the test set's)."""
+  return {"n": 1, "mean": mean, "std": 0.0, "min": mean, "max": mean, "values": [mean]}
+
+
+def _accept(**arms):
+  """{arm: (mcc, accuracy)} -> aggregate()'s layout, 600 test sentences."""
+  return {arm: {"mcc": _one(m), "accuracy": _one(a), "n_test": 600}
+          for arm, (m, a) in arms.items()}
+
+
+def test_acceptability_section_beyond_within_and_ordering():
+  """By hand (n 600; MCC SE sqrt((1 - r^2) / 598), accuracy SE sqrt(a (1 - a) / 600), two SE
+  of a difference 2 hypot(se_a, se_b)): plm - none MCC +20.0 against ±11.3 (beyond), accuracy
+  +10.0 against ±5.6 (beyond); mlm - none MCC +10.0 against ±11.4 (within), accuracy +5.0
+  against ±5.7 (within); ordering plm > mlm by 10.0 against ±11.2 (within)."""
+  from reproduction import language_report, presets
+  acc = _accept(plm=(0.3, 0.65), none=(0.1, 0.55), mlm=(0.2, 0.60))
+  data = {"accept": {"train": {"0": 50, "1": 50}, "dev": {"0": 20, "1": 20},
+                     "test": {"0": 300, "1": 300}}}
+  lines = language_report.section(acc, data, presets.PRESETS["small"])
+  assert [l for l in lines if l.startswith("- ")] == [
+      "- plm against its random-weights twin none: MCC +20.0 points (beyond two standard "
+      "errors, ±11.3); accuracy +10.0 (beyond ±5.6).",
+      "- mlm against its random-weights twin none: MCC +10.0 points (within two standard "
+      "errors, ±11.4); accuracy +5.0 (within ±5.7).",
+      "- Ordering of the objectives by test MCC: plm > mlm by 10.0 (within ±11.2)."]
+  assert language_report.section({}, data, presets.PRESETS["small"]) == []
+  assert language_report.summary_line({"none": acc["none"]}) is None
+
+
+# ---- acceptability judged zero-shot (language_report.zero_shot_accept_*) -------------------
+def _zs(random, final, n=402):
+  """One objective's zero-shot record: random weights at step 0, final at step 600 (test MCC;
+  n 402, so an MCC's SE is sqrt(1 - r^2) / 20)."""
+  cell = lambda r: {"variant": "mean", "dev": {"mcc": r}, "test": {"mcc": r, "n": n}}
+  return {"0": cell(random), "600": cell(final)}
+
+
+def test_zero_shot_acceptability_every_verdict():
+  """Each of the four judgements, by hand (two SE of the difference 2 hypot(se_r, se_f);
+  chance's two SE 2 se_f): plm 0 -> 0.30: +30.0 > 13.8 and 30.0 > 9.5: beyond both; mlm 0.10 ->
+  0.20: +10.0 < 14.0 but 20.0 > 9.8: above chance only; mpnet -0.20 -> 0.05: +25.0 > 14.0 but
+  5.0 < 10.0: above its random weights only; x 0 -> 0.05: +5.0 < 14.1, 5.0 < 10.0: neither.
+  plm's fine-tuned arm within the noise of its twin (MCC 0.15 against 0.10): the sentence on
+  what fine-tuning does not draw out follows; mlm's (not beyond zero-shot) gets none."""
+  from reproduction import language_report
+  zs = {"plm": _zs(0.0, 0.30), "mlm": _zs(0.10, 0.20), "mpnet": _zs(-0.20, 0.05),
+        "x": _zs(0.0, 0.05)}
+  acc = _accept(plm=(0.15, 0.6), none=(0.10, 0.55), mlm=(0.12, 0.56))
+  lines = [l for l in language_report.zero_shot_accept_lines(zs, acc) if l.startswith("- ")]
+  assert lines == [
+      "- plm: test MCC 30.0 against 0.0 for its random weights (+30.0, two standard errors "
+      "±13.8; chance 0 ±9.5): the pretrained model judges single sentences beyond the noise, "
+      "with no training set. Fine-tuned, the same weights are not told apart from their random "
+      "twin: what the model knows shows in its word predictions, which the classifier never "
+      "reads (it reads the summary token), and the fine-tuning set does not draw it out "
+      "(README: a dev sweep of train size, steps, rates and heads).",
+      "- mlm: test MCC 20.0 against 10.0 for its random weights (+10.0, two standard errors "
+      "±14.0; chance 0 ±9.8): above chance, but not beyond the noise of its random weights' "
+      "score.",
+      "- mpnet: test MCC 5.0 against -20.0 for its random weights (+25.0, two standard errors "
+      "±14.0; chance 0 ±10.0): above its random weights (which fall below chance), not beyond "
+      "chance.",
+      "- x: test MCC 5.0 against 0.0 for its random weights (+5.0, two standard errors ±14.1; "
+      "chance 0 ±10.0): not told apart from its random weights or chance."]
+  # fine-tuned beyond its twin: no such sentence
+  beyond = _accept(plm=(0.40, 0.7), none=(0.10, 0.55))
+  assert language_report.zero_shot_accept_lines({"plm": _zs(0.0, 0.30)}, beyond)[-2].endswith(
+      "with no training set.")
+  assert language_report.zero_shot_accept_summary({"mlm": _zs(0.10, 0.20)}) == (
+      "Acceptability judged zero-shot by the language models themselves (test MCC points over "
+      "the same model's random weights, two standard errors): mlm +10.0 (±14.0; above chance, "
+      "but not beyond the noise of its random weights' score).")
+  assert language_report.zero_shot_accept_summary({}) is None
+
+
+def test_zero_shot_summary_gaps_and_order():
+  """cloze: plm 0.25 -> 0.40 (se sqrt(.25*.75/300 + .4*.6/300) = 0.03775: +15.0 beyond
+  ±7.5), mlm 0.25 -> 0.27 (+2.0 within ±7.2: 2 sqrt(.1875/300 + .1971/300) = 0.07161);
+  pretrained order plm 40.0 > mlm 27.0. No pairs: that part left out; nothing: None."""
+  from reproduction import language_report
+  cell = lambda acc: {"dev": {"sum": _acc(acc), "mean": _acc(acc)},
+                      "test": {"sum": _acc(acc), "mean": _acc(acc)}}
+  diag = {"cloze": {"plm": {"0": cell(0.25), "2000": cell(0.40)},
+                    "mlm": {"0": cell(0.25), "2000": cell(0.27)}}}
+  assert language_report.zero_shot_summary(diag) == (
+      "Zero-shot, no fine-tuning (test points over the same model's random weights, two "
+      "standard errors of the difference): cloze (chance 25%): plm +15.0 (beyond ±7.5), mlm "
+      "+2.0 (within ±7.2); pretrained: plm 40.0 > mlm 27.0.")
+  assert language_report.zero_shot_summary({}) is None
+
+
+# ---- the pretraining section (report._pretrain_text) ---------------------------------------
+def test_pretraining_text_below_and_above_the_unigram_loss():
+  agg = {"pretrain": {"plm": _curve(4.5), "mlm": _curve(5.5), "mpnet": {"curve": []}}}
+  lines = report._pretrain_text(agg, 5.0, None)
+  assert lines[:2] == [
+      "- plm: loss 7.00 at the first log, 4.50 (mean of the last 3 logs) after 400 steps; 0.50 "
+      "nats below the unigram loss (5.00).",
+      "- mlm: loss 7.00 at the first log, 5.50 (mean of the last 3 logs) after 400 steps; still "
+      "at or above the unigram loss (5.00): the model has not yet learnt to use context beyond "
+      "token frequencies."]
+  assert report._pretrain_text(agg, None, None)[0].endswith("after 400 steps.")
+
+
+# ---- the diagnosis section (diagnosis_report) ------------------------------------------------
+def test_exclusions_every_branch():
+  """Classification: trivial answer 70.0 (70 of 100), noise 2 sqrt(.7 .3 / 100) = 9.2 points;
+  the best arm's 75.0 is within it: left out. RACE: chance 25.0 on 100 questions (noise 8.7);
+  60.0 beats it: entered, unless every arm ran at one rate (no dev choice). SQuAD without its
+  data: no verdict."""
+  from reproduction import diagnosis_report as dr
+  data = {"classify": {"counts": {"test": {"a": 70, "b": 30}}}, "race": {"test": {"x": 100}}}
+  agg = {"classify": {"plm": _s(0.75, 0.01)}, "squad": {"plm": {"f1": _s(50.0, 1.0)}},
+         "race": {"plm": {"accuracy": _s(0.60, 0.01)}}}
+  assert dr.exclusions(agg, data) == {
+      "classify": "no arm beats the trivial answer (70.0) by more than the test set's noise "
+                  "(±9.2 points), so differences between arms there measure nothing about the "
+                  "objectives",
+      "race": None}
+  agg["sweep"] = {"race": {"plm": {"scores": {}, "chosen": "3e-05"}}}
+  assert dr.exclusions(agg, data)["race"] == (
+      "every arm ran at one learning rate (3e-05, no dev choice), so the runs show that the "
+      "scripts train, predict and score, not how the objectives compare")
+  assert "Left out of the orderings: RACE format (accuracy): every arm ran at one learning " \
+         "rate (3e-05, no dev choice)" in " ".join(dr.summary_lines(agg, data))
+
+
+def _sweep(**chosen):
+  grid = ("0.0001", "0.0003", "0.001")
+  return {"classify": {arm: {"scores": {lr: 0.5 for lr in grid}, "chosen": lr}
+                       for arm, lr in chosen.items()}}
+
+
+def test_learning_rate_sentences_every_branch():
+  from reproduction import diagnosis_report as dr
+  lines = dr.section({"sweep": _sweep(plm="0.0003", mlm="0.001")}, {})
+  assert ("The arms chose 2 different learning rates (0.0003, 0.001): one fixed rate for every "
+          "arm would have favoured some of them. mlm chose a rate at the edge of the grid, so a "
+          "wider grid might move them further.") in lines
+  lines = dr.section({"sweep": _sweep(plm="0.0003", mlm="0.0003")}, {})
+  assert ("Every arm chose the same rate (0.0003): on this task a shared rate was not what "
+          "separated them.") in lines
+  assert "The preset's grids have one value each: no dev runs." in dr.section({}, {})
+  assert dr._sweep_verdict(_sweep(plm="0.0003", mlm="0.0003")) == [
+      "Learning rate: on dev every arm chose the same rate (0.0003) for classification, so a "
+      "shared rate is not what separates the arms there."]
+  assert dr._sweep_verdict(_sweep(plm="0.0003", mlm="0.001")) == [
+      "Learning rate: the arms chose different rates on dev for classification (plm 0.0003, "
+      "mlm 0.001); each test run uses its arm's choice."]
+  assert dr._sweep_verdict({"classify": {"plm": {"scores": {}, "chosen": "1e-4"}}}) == []
+
+
+def test_heldout_loss_sentences():
+  from reproduction import diagnosis_report as dr
+  diag = {"checkpoints": [100, 200, 300],
+          "heldout": {"plm": {"100": 6.0, "200": 5.5, "300": 5.0},
+                      "mlm": {"100": 6.0, "200": 5.0, "300": 5.2}}}
+  lines = dr.section({"diagnostics": diag}, {})
+  assert "- plm: falls at every checkpoint." in lines
+  assert "- mlm: lowest at step 200 (5.000), 5.200 at the end." in lines
+
+
+def test_trend_every_branch():
+  """Dev noise 2 sqrt(m (1 - m) / n) at the curve's mean m: n 100, m 0.51 -> 10.0 points;
+  n 10,000, m 0.5 -> 1.0; m 0.4833 -> 1.0."""
+  from reproduction import diagnosis_report as dr
+  assert dr.trend([0.50, 0.52, 0.51], [1, 2, 3], 100) == (
+      "level within noise from step 1 to step 3 (±10.0 points is the dev set's noise)")
+  assert dr.trend([0.4, 0.5, 0.6], [1, 2, 3], 10000) == (
+      "rises with pretraining length (±1.0 points is the dev set's noise)")
+  assert dr.trend([0.6, 0.5, 0.4], [1, 2, 3], 10000) == (
+      "falls with pretraining length (±1.0 points is the dev set's noise)")
+  assert dr.trend([0.4, 0.6, 0.45], [1, 2, 3], 10000) == (
+      "peaks at step 2, 15.0 points above the end (±1.0 points is the dev set's noise)")
+  assert dr.trend([0.5, 0.6, 0.5], [1, 2, 3], 10000) == (      # ends where it began
+      "peaks at step 2, 10.0 points above the end (±1.0 points is the dev set's noise)")
+  assert dr.trend([0.4, 0.5, 0.6], [1, 2, 3], None) == "rises with pretraining length"
+
+
+def _probes(**tests):
+  return {"checkpoints": [300],
+          "probe": {arm: {"300": {"dev": t, "test": t}} for arm, t in tests.items()}}
+
+
+def test_probe_sentences_and_verdicts():
+  """400 test examples; noise 2 sqrt(m (1 - m) / 400) at the pair's mean m: plm 0.60 vs none
+  0.40 (m 0.5: ±5.0): +20.0 beyond; mlm 0.42 vs 0.40 (m 0.41: ±4.9): +2.0 within; mpnet 0.30
+  vs none-mpnet 0.50 (m 0.4: ±4.9): -20.0 beyond."""
+  from reproduction import diagnosis_report as dr
+  diag = _probes(none=0.40, plm=0.60, mlm=0.42, mpnet=0.30, **{"none-mpnet": 0.50})
+  assert dr.probe_text(diag, [300], {"test": 400}) == [
+      "- Final-checkpoint probe test accuracy: plm (60.0) > none-mpnet (50.0) > mlm (42.0) > "
+      "none (40.0) > mpnet (30.0).",
+      "- plm's representation is 20.0 points above the same model's random weights (none) "
+      "under the probe (beyond the test set's noise of ±5.0 points).",
+      "- mlm's representation is 2.0 points above the same model's random weights (none) under "
+      "the probe (within the test set's noise of ±4.9 points).",
+      "- mpnet's representation is 20.0 points below the same model's random weights "
+      "(none-mpnet) under the probe (beyond the test set's noise of ±4.9 points)."]
+  assert dr.probe_text(diag, [300])[1] == ("- plm's representation is 20.0 points above the "
+                                           "same model's random weights (none) under the probe.")
+  finals = {a: dr._final_probe(diag, a) for a in diag["probe"]}
+  assert dr._probe_verdict(finals, 400) == [
+      "Under the probe, pretrained against random weights: plm +20.0, mlm +2.0, mpnet -20.0 "
+      "points; beyond the test set's noise: plm, mpnet."]
+  close = {a: finals[a] for a in ("none", "mlm")}
+  assert dr._probe_verdict(close, 400) == [
+      "Why the fine-tuned arms differ: under the probe no pretrained encoder is told apart "
+      "from its own random weights (mlm +2.0 points, each within the test set's noise of about "
+      "±4.9): on this task pretraining put no label information into the representation that "
+      "a linear probe can read, so gaps between fine-tuned arms reflect how well each starting "
+      "point fine-tunes in a few steps, not features the objectives taught."]
+  assert dr._probe_verdict(finals, None) == []
+
+
+def _arch(mpnet_mlm):
+  return {"checkpoints": [300], "mpnet_mlm": mpnet_mlm,
+          "heldout": {"plm": {"300": 5.0}, "mlm": {"300": 5.3}, "mpnet": {"300": 5.6}}}
+
+
+def test_mpnet_mode_and_architecture_sentences():
+  """MPNet 5.6 against PLM 5.0 (+0.600); MPNet's architecture on mlm 5.8 against XLNet's 5.3
+  (+0.500): 0.5 / 0.6 = 83% of the gap is the architecture's; at 5.1 (-0.200) the share
+  clamps to 0: it explains none of it."""
+  from reproduction import diagnosis_report as dr
+  lines = dr.mode_text({"mpnet": 5.0, "plm": 5.2, "mlm": 4.9}, _arch(5.8))
+  assert lines[:3] == [
+      "- Without position compensation (plm mode) the same weights score 0.200 nats worse than "
+      "with it: the positions of the predicted tokens carry information the model uses.",
+      "- In mlm mode (no dependency among predictions) it scores 0.100 nats better.",
+      "- Held-out at the end: MPNet 5.600 against XLNet PLM 5.000 (+0.600); the two differ in "
+      "architecture (absolute positions + one shared relative bias and no memory, against "
+      "relative attention with memory). Same objective (mlm), same records, the two "
+      "architectures: MPNet's 5.800, XLNet's 5.300 (+0.500), so 83% of the MPNet-PLM gap is "
+      "the architecture's, not the objective's."]
+  assert lines[3].startswith("- A second implementation can be set against this run")
+  assert dr.mode_text({"mpnet": 5.0, "plm": 4.8}, {})[0] == (
+      "- Without position compensation (plm mode) the same weights score 0.200 nats better "
+      "than with it: the model did not learn to use them.")
+  assert dr.mode_text({}, _arch(5.1))[0].endswith(
+      "(+0.600); the two differ in architecture (absolute positions + one shared relative "
+      "bias and no memory, against relative attention with memory). Same objective (mlm), "
+      "same records, the two architectures: MPNet's 5.100, XLNet's 5.300 (-0.200), so the "
+      "architecture does not explain the MPNet-PLM gap.")
+  assert dr.mode_text({}, _arch(None)) == [
+      "- Held-out at the end: MPNet 5.600 against XLNet PLM 5.000 (+0.600); the two differ in "
+      "architecture (absolute positions + one shared relative bias and no memory, against "
+      "relative attention with memory), so this gap mixes objective and model."]
+  cls = {"none": {"mean": 0.40}, "none-mpnet": {"mean": 0.70}}
+  assert dr._architecture_verdict(_arch(5.8), cls) == [
+      "Why MPNet learns slower here: trained on the mlm objective, MPNet's architecture ends at "
+      "5.800 held-out against XLNet's 5.300 (+0.500 nats), 83% of MPNet's gap to XLNet PLM "
+      "(5.600 against 5.000, +0.600): the gap belongs to the architecture (no memory, learned "
+      "absolute positions, one shared relative bias), not to the masked-and-permuted "
+      "objective; without any pretraining the same architectures fine-tune to 70.0% (MPNet) "
+      "and 40.0% (XLNet) on classification."]
+  assert dr._architecture_verdict(_arch(5.1), {}) == [
+      "MPNet's architecture on the mlm objective: 5.100 held-out against XLNet's 5.300; MPNet "
+      "5.600 against XLNet PLM 5.000."]
+  assert dr._architecture_verdict(_arch(None), cls) == []
