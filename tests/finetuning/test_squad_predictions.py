@@ -319,6 +319,18 @@ def test_a_file_without_answers_gets_the_recorded_threshold_or_the_flag(squad_ru
           "(--null_odds_threshold)") in capsys.readouterr().out
   assert sum(v == "" for v in _read(out / squad.SUBMISSION).values()) == 8
 
+  flagged = d / "flagged"             # on a dev file the flag wins too; the choice is recorded
+  run_main("run_squad.py", do_predict=True, predict_file=str(dev), model_dir=str(flagged),
+           null_odds_threshold=threshold, **common)
+  printed = capsys.readouterr().out
+  chosen = _read(flagged / "null_threshold.json")["threshold"]
+  assert (f'{squad.SUBMISSION}: "" where the null odds exceed {threshold!r} '
+          f"(--null_odds_threshold); the threshold chosen on {dev}, {chosen!r}, is recorded "
+          f"in {flagged / 'null_threshold.json'}") in printed
+  odds = _read(flagged / "null_odds.json")
+  assert _read(flagged / squad.SUBMISSION) == {
+      k: "" if odds[k] > threshold else v for k, v in _read(flagged / "predictions.json").items()}
+
   fresh = d / "fresh"                                             # neither: no guess
   run_main("run_squad.py", do_predict=True, predict_file=str(test), model_dir=str(fresh),
            **common)
