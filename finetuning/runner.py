@@ -10,10 +10,10 @@ from modeling import flags as model_flags
 from serving import export as serving_export
 from training import best as best_lib
 from training import distribution
+from training import progress
 from training import recipes
 from training import run_record
 from training import summary
-from training import trainer as trainer_lib
 from training.task import Task
 from training.trainer import Trainer
 
@@ -49,7 +49,7 @@ def train_or_load(task, strategy, model_dir, do_train, flag_values, log=print, s
   else:
     with strategy.scope():
       model = task.build_model().ensure_built()
-    log(trainer_lib.start_line(task, model))
+    log(progress.start_line(task, model))
     task.initialize(model, log)
   chief = distribution.is_chief(strategy)
   if chief and model_dir and not do_train:   # evaluation / prediction write into it: ours

@@ -1,6 +1,6 @@
-"""The training log's arithmetic: durations as h:mm:ss, the rate and the ETA of a run measured
-without the compile, the model's size in one line. Pure: times come in as arguments, so the
-tests give crafted ones.
+"""The training log's arithmetic and wording: durations as h:mm:ss, the rate and the ETA of a
+run measured without the compile, the model's size and where its weights come from in one
+line. Pure: times come in as arguments, so the tests give crafted ones.
 
 The first host loop of a run, and of every resumed run, includes tracing the step and XLA's
 compilation (seconds to minutes); a rate or ETA from it would be off by orders of magnitude on
@@ -57,6 +57,30 @@ def describe_model(model, model_config=None, family=None):
   detail = f" ({', '.join(parts)})" if parts else ""
   n = parameters(model)
   return f"{count(n)} parameter{'' if n == 1 else 's'}{detail}"
+
+
+def start_line(task, model, resuming=None):
+  """The run's first line, "model: 1.2M parameters (xlnet, 2 layers, d_model 32), random
+  weights (seed 0, no --init_checkpoint)": the model's size and where its weights come from,
+  `resuming` (a checkpoint of this run), the task's init_checkpoint, or random weights."""
+  what = describe_model(model, getattr(task, "model_config", None), getattr(task, "family", None))
+  init = getattr(task, "init_checkpoint", None)
+  if resuming:
+    source = f"resuming from {resuming}"
+  elif init:
+    source = f"weights from {init}"
+  else:
+    source = f"random weights (seed {getattr(task, 'seed', 0)}, no --init_checkpoint)"
+  return f"model: {what}, {source}"
+
+
+def pace_text(loop, steps, tokens_per_step):
+  """The step line's timing: "12.3s for 10 steps, with compile" on the first loop of a run,
+  then "0.25s/step 4,096 tokens/s ETA 0:04:05"."""
+  if loop.compile:
+    return f"{loop.seconds:.1f}s for {steps} step{'s' if steps > 1 else ''}, with compile"
+  return (f"{loop.per_step:.2f}s/step {tokens_per_step * loop.per_second:,.0f} tokens/s "
+          f"ETA {hms(loop.eta)}")
 
 
 @dataclasses.dataclass

@@ -130,31 +130,6 @@ def _last_evaluated(model_dir):
   return step if isinstance(step, int) else -1
 
 
-def start_line(task, model, resuming=None):
-  """"model: 1.2M parameters (xlnet, 2 layers, d_model 32), random weights (seed 0, no
-  --init_checkpoint)": the model's size (training/progress.py) and where its weights come
-  from: `resuming` (a checkpoint of this run), the task's init_checkpoint, or random weights."""
-  what = progress.describe_model(model, getattr(task, "model_config", None),
-                                 getattr(task, "family", None))
-  init = getattr(task, "init_checkpoint", None)
-  if resuming:
-    source = f"resuming from {resuming}"
-  elif init:
-    source = f"weights from {init}"
-  else:
-    source = f"random weights (seed {getattr(task, 'seed', 0)}, no --init_checkpoint)"
-  return f"model: {what}, {source}"
-
-
-def pace_text(loop, steps, tokens_per_step):
-  """The step line's timing: "12.3s for 10 steps, with compile" on the first loop of a run,
-  then "0.25s/step 4,096 tokens/s ETA 0:04:05" (training/progress.py)."""
-  if loop.compile:
-    return f"{loop.seconds:.1f}s for {steps} step{'s' if steps > 1 else ''}, with compile"
-  return (f"{loop.per_step:.2f}s/step {tokens_per_step * loop.per_second:,.0f} tokens/s "
-          f"ETA {progress.hms(loop.eta)}")
-
-
 def compile_step(mode):
   """Decorator: tf.function compiled as --xla=`mode` says (see XLA_MODES)."""
   configure_xla(mode)
@@ -233,7 +208,7 @@ class Trainer:
 
   def _restore(self):
     latest = self.manager.latest_checkpoint if self.manager else None
-    self.log(start_line(self.task, self.model, resuming=latest))
+    self.log(progress.start_line(self.task, self.model, resuming=latest))
     if latest:
       ckpt_lib.read_checkpoint(self.checkpoint, latest, self.manager.checkpoints)  # 1-line errors
       self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
@@ -472,7 +447,7 @@ class Trainer:
       extra = " ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {float(v):.3f}"
                        for k, v in sorted(metrics.items()))     # ints: loss-scale counts
       self.log(f"step {step}/{self.train_steps} loss {loss:.4f} {extra} lr {lr:.2e} "
-               + pace_text(loop, n, self.task.tokens_per_step))
+               + progress.pace_text(loop, n, self.task.tokens_per_step))
       # a stop request during the host loop: its steps are done, saved here; during the save:
       # it completes, then the run stops (several hosts: at the next boundary, agreed)
       stop = self._stop_agreed()

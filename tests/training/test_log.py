@@ -36,7 +36,8 @@ def test_hms_and_counts():
   assert progress.describe_model(dense, config, "xlnet") == (
       "16 parameters (xlnet, 12 layers, d_model 768)")
   mpnet = types.SimpleNamespace(num_hidden_layers=2, hidden_size=32)
-  assert progress.describe_model(dense, mpnet, "mpnet") == "16 parameters (mpnet, 2 layers, hidden 32)"
+  assert progress.describe_model(dense, mpnet, "mpnet") == (
+      "16 parameters (mpnet, 2 layers, hidden 32)")
 
 
 def test_rate_and_eta_leave_out_the_first_loop():
@@ -219,7 +220,8 @@ def test_start_up_noise_filtered_unless_verbose(tiny_sst2, tmp_path):
 
   # a refusal: the one-line error passes the filter, the noise does not; --verbose keeps it
   quiet = _script("--task_name=sst-2", "--do_eval")
-  assert quiet.returncode == 1 and quiet.stderr.strip() == "run_classifier.py: --data_dir is required"
+  assert quiet.returncode == 1
+  assert quiet.stderr.strip() == "run_classifier.py: --data_dir is required", quiet.stderr
   verbose = _script("--task_name=sst-2", "--do_eval", "--verbose")
   assert verbose.returncode == 1
   assert verbose.stderr.strip().splitlines()[-1] == "run_classifier.py: --data_dir is required"
