@@ -223,7 +223,10 @@ class ClassifierTask(Task):
     """The task's metrics on `split`; {} for a split without labels (eval_without_labels)."""
     if self.eval_without_labels(split):
       return {}
-    preds, labels = self.predict(model, split or self.config.eval_split)
+    return self._metrics(*self.outputs(model, split or self.config.eval_split))
+
+  def _metrics(self, outs, labels):
+    preds = outs if self.spec.is_regression else outs.argmax(-1)
     return metrics.task_metrics(self.spec.name, labels, preds,
                                 regression=self.spec.is_regression)
 
@@ -231,10 +234,7 @@ class ClassifierTask(Task):
     """(evaluate's metrics, write_predictions' paths) of a labelled split from one pass of the
     model over it."""
     outs, labels = self.outputs(model, split)
-    preds = outs if self.spec.is_regression else outs.argmax(-1)
-    results = metrics.task_metrics(self.spec.name, labels, preds,
-                                   regression=self.spec.is_regression)
-    return results, self.write_predictions(model, split, output_dir, outs=outs)
+    return self._metrics(outs, labels), self.write_predictions(model, split, output_dir, outs)
 
   def write_predictions(self, model, split, output_dir, outs=None):
     """Writes a split's predictions; returns the paths written: for a test split of a built-in
