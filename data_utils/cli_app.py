@@ -25,7 +25,8 @@ TensorFlow and Keras print on every start that is not about the run is filtered 
   the lines TensorFlow prints before its logging reads that setting ("All log messages before
   absl::InitializeLog()", oneDNN, "Could not find cuda drivers", CPU instructions) and the
   benign CUDA errors of a machine without a GPU (failed call to cuInit) or with several CUDA
-  plug-ins (Unable to register cuDNN/cuFFT/cuBLAS factory) are dropped from file descriptor 2
+  plug-ins (Unable to register cuDNN/cuFFT/cuBLAS factory) and oneDNN's fallback notices
+  (an E line: "oneDNN supports DT_INT64 only on platforms with AVX-512") are dropped from file descriptor 2
   by a filter process, line by line, exactly these patterns (NATIVE_NOISE); every other line,
   errors and Python's own messages included, passes;
 - Python-side warnings (PYTHON_NOISE): unused-gradient warnings for `mask_emb` only (the
@@ -124,6 +125,7 @@ NATIVE_NOISE = (
     r"libcuda reported|could not retrieve CUDA device count)",
     r"E\d{4} [\d:. ]+\d+ \S+:\d+\] Unable to register cu(DNN|FFT|BLAS) factory",
     r"E\d{4} [\d:. ]+\d+ \S+:\d+\] computation placer already registered",
+    r"E\d{4} [\d:. ]+\d+ \S+:\d+\] oneDNN supports \S+ only on platforms with",   # it falls back
 )
 # (logger, message) patterns of Python-side records dropped, and warnings ignored.
 PYTHON_NOISE = (
