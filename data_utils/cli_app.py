@@ -197,7 +197,7 @@ def quiet_tensorflow():
   is imported."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   quiet_python_side(True)
-  if _STDERR[0] is not None:
+  if _STDERR[0] is not None or os.name != "posix":    # (the filter process is POSIX's)
     return
   try:
     sys.stderr.flush()
