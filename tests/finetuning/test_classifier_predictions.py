@@ -22,7 +22,7 @@ from tests.finetuning.test_classifier import _sentence
 from tests.script_helpers import main_exit, run_main
 
 TINY = {"n_layer": 2, "d_model": 16, "n_head": 2, "d_head": 8, "d_inner": 32}
-SHORT = dict(train_steps=4, steps_per_loop=2, save_every=2, warmup_steps=1, learning_rate=1e-3,
+SHORT = dict(train_steps=2, steps_per_loop=2, save_every=2, warmup_steps=1, learning_rate=1e-3,
              seed=0, xla="off", dropout=0.0, dropatt=0.0)
 LEN = 24
 
