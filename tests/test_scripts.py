@@ -10,7 +10,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["run_pretrain.py", "run_classifier.py", "run_squad.py", "run_race.py",
-           "data_utils/create_pretrain_data.py", "data_utils/train_tokenizer.py", "quickstart.py"]
+           "data_utils/create_pretrain_data.py", "data_utils/train_tokenizer.py", "quickstart.py",
+           "predict.py"]
 
 
 def _run(*args, timeout=300):

@@ -4,7 +4,9 @@ Every training run (run_pretrain.py and the fine-tuning scripts with --do_train)
 effective settings once, at its start, before any other file: each flag of the script after the
 recipe's and the records' defaults are filled in, the model config's contents, and the
 fingerprints of what it reads (tokenizer file, training data, record-infos, initial checkpoint)
-in place of their paths, so that moving a file changes nothing and changing its bytes does.
+in place of their paths, so that moving a file changes nothing and changing its bytes does
+(the paths themselves are kept apart, under "paths", for readers such as inference/; never
+compared).
 
 A rerun into the same directory compares its settings with the recorded ones:
   - the same: it resumes from the latest checkpoint, as before;
@@ -47,11 +49,14 @@ NEUTRAL = frozenset({
     "tpu", "tpu_zone", "gcp_project", "distribution_strategy", "num_hosts", "xla",
     "deterministic", "recompute", "verify_records", "checkpoint_memory", ALLOW_FLAG,
     "model_config_path",     # its contents are recorded as `model_config`, key by key
+    "null_odds_threshold",   # SQuAD 2.0: which answers the submission file leaves empty
+    "verbose",
 })
 # Flags naming a file or directory that is read: recorded by fingerprint, not by path.
 # (--record_dir: its record-infos' digest, given by pretraining/runner.py: the records
 # themselves can be terabytes.)
 PATH_FLAGS = ("sp_model", "vocab_file", "init_checkpoint", "data_dir", "train_file")
+PATHS_KEY = "paths"   # run.json's {flag: path} of PATH_FLAGS as given, beside the settings
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -101,9 +106,14 @@ def settings_from_flags(flag_values, resolved=None, model_config=None, data_file
   values, the records' parameters) over the flags' own, the model config's contents, and
   `data_files` (the files training reads, when the script knows them) as one digest."""
   values = _project_flags(flag_values)
+  paths = {}
   for name in PATH_FLAGS:
     if name in values:
+      if values[name]:
+        paths[name] = values[name] if "://" in values[name] else os.path.abspath(values[name])
       values[name] = _path_fingerprint(values[name])
+  if paths:   # where the read files were, for the reader (run.json's "paths"), never compared
+    values[PATHS_KEY] = paths
   for key, value in (resolved or {}).items():
     values[key] = value
   if model_config is not None:
@@ -199,6 +209,8 @@ def check(model_dir, script, settings, allow_changes=False, write=True, log=prin
   own settings that do not change its result (run_pretrain.py's --sp_model: only its
   export)."""
   state = check_dir(model_dir)
+  settings = dict(settings)
+  paths = settings.pop(PATHS_KEY, None) or {}
   record = read(model_dir) if state not in ("new", "empty") else None
   if record is None:
     def commit_new():
@@ -208,12 +220,16 @@ def check(model_dir, script, settings, allow_changes=False, write=True, log=prin
       if write:
         outputs.claim_dir(model_dir, outputs.RUN)
         _write(model_dir, {"script": script, "created": _now(), "settings": settings,
-                           "history": []})
+                           PATHS_KEY: paths, "history": []})
       return "new" if state in ("new", "empty") else "adopted"
     return commit_new
   diffs = differences(record["settings"], settings, neutral)
   if not diffs:
-    return lambda: "same"
+    def commit_same():   # the same files, perhaps moved: their latest paths are recorded
+      if write and paths and record.get(PATHS_KEY) != paths:
+        _write(model_dir, dict(record, **{PATHS_KEY: paths}))
+      return "same"
+    return commit_same
   if not allow_changes:
     raise ValueError(f"--model_dir={model_dir} holds a run made with other settings: "
                      f"{describe(diffs)}; pass a new --model_dir, or --{ALLOW_FLAG} to "
@@ -227,7 +243,8 @@ def check(model_dir, script, settings, allow_changes=False, write=True, log=prin
       history = list(record.get("history", []))
       history.append({"step": step, "time": _now(),
                       "changed": {k: [a, b] for k, a, b in diffs}})
-      _write(model_dir, dict(record, settings=settings, history=history))
+      _write(model_dir, dict(record, settings=settings, history=history,
+                             **{PATHS_KEY: paths or record.get(PATHS_KEY, {})}))
     return "changed"
   return commit_changed
 
