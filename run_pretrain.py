@@ -13,6 +13,12 @@ many GPUs (--distribution_strategy), several hosts, or a TPU (--tpu=NAME).
 default to the records' values (record_format.resolve_training_params; when --record_dir holds
 several record sets, the ones given choose among them) and are checked against them when given.
 
+Held-out loss while it runs: records of held-out text written with the same settings
+(create_pretrain_data.py --split=valid, into --record_dir or another directory), then
+--eval_record_dir=DIR (--eval_split, --eval_batches): at every checkpoint the log and
+TensorBoard (MODEL_DIR/eval) get the mean held-out losses and target accuracy, and MODEL_DIR/best
+keeps the checkpoint of the best held-out accuracy (pretraining/evaluation.py).
+
 The ablations of the XLNet paper are flags: --mem_len=0, records written with
 --span_mode=single, --nobi_data, --nsp_weight=1.
 """

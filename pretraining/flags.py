@@ -27,6 +27,17 @@ def define_pretrain_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("bsz_per_host", None, "Batch per host; " + _REC, **f)
   flags.DEFINE_integer("num_core_per_host", None, "Replicas per host (TPU cores or GPUs of one "
                        "host); " + _REC, **f)
+  flags.DEFINE_string("eval_record_dir", None, "Held-out records (create_pretrain_data.py "
+                      "--output_dir, from text the run does not train on, written with the "
+                      "training records' settings; may be --record_dir itself with another "
+                      "--split): at every checkpoint the objective's mean held-out losses and "
+                      "target accuracy are logged, written to TensorBoard (MODEL_DIR/eval) and "
+                      "the checkpoint of the best held-out accuracy kept in MODEL_DIR/best.", **f)
+  flags.DEFINE_string("eval_split", "valid", "Split name of the held-out records' files "
+                      "(create_pretrain_data.py --split).", **f)
+  flags.DEFINE_integer("eval_batches", 100, "Held-out batches (of --bsz_per_host rows, read in "
+                       "order, the same every time) per evaluation; fewer if the held-out "
+                       "records hold fewer.", **f)
   flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints kept.", **f)
   flags.DEFINE_bool("checkpoint_memory", True, "Save every replica's Transformer-XL memory in "
                     "the checkpoints, so a resumed run continues exactly. It costs replicas x "

@@ -44,7 +44,8 @@ def run(f, model_dir, strategy):
       sp_model=f.sp_model, uncased=f.uncased,
       mpnet_permute=f.mpnet_permute,
       seed=f.seed, **training_flags.optimizer_kwargs(f),
-      num_hosts=f.num_hosts or 1, verify_records=f.verify_records)
+      num_hosts=f.num_hosts or 1, verify_records=f.verify_records,
+      eval_record_dir=f.eval_record_dir, eval_split=f.eval_split, eval_batches=f.eval_batches)
   task = PretrainTask(config, model_config, run_config, f.init_checkpoint,
                       export_hf_dir=f.export_hf_dir)   # written by the chief only
   if not distribution.is_chief(strategy):
@@ -60,7 +61,8 @@ def run(f, model_dir, strategy):
   run_record.start(model_dir, "run_pretrain.py", settings,
                    allow_changes=f[run_record.ALLOW_FLAG].value,
                    write=distribution.is_chief(strategy),
-                   neutral=("sp_model", "uncased"))   # only the export's tokenizer
+                   neutral=("sp_model", "uncased",     # only the export's tokenizer
+                            "eval_record_dir", "eval_split", "eval_batches"))   # evaluation only
   trainer = trainer_lib.Trainer(task, strategy, model_dir, f.train_steps, f.steps_per_loop,
                                 f.save_every, f.keep_checkpoints, f.xla,
                                 checkpoint_state=f.checkpoint_memory)

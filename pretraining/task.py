@@ -3,7 +3,8 @@ the LM loss, the same for every objective; what differs (the model, its inputs, 
 the export) is the objective's (pretraining/plm.py, mlm.py, mpnet.py; plm, mlm, mpnet).
 
 The memory of each batch lane is carried from step to step when the run config has one
-(mem_len > 0; the XLNet objectives).
+(mem_len > 0; the XLNet objectives). With held-out records (PretrainConfig.eval_record_dir) the
+task evaluates at every checkpoint (pretraining/evaluation.py).
 
 The export (MODEL_DIR/export) is one unit: the objective's weights and config, the tokenizer the
 records were written with (--sp_model: spiece.model + tokenizer_info.json) and, for XLNet, the
@@ -20,8 +21,8 @@ import tensorflow as tf
 from data_utils import fileio
 from data_utils import pipeline
 from modeling import checkpoint as ckpt_lib
-from modeling import families, losses, tokenizer_files
-from pretraining import objective, objectives
+from modeling import families, tokenizer_files
+from pretraining import evaluation, objective, objectives
 from training.task import OptimizerConfig, Task
 
 OBJECTIVES = objectives.NAMES
@@ -44,6 +45,9 @@ class PretrainConfig(OptimizerConfig):
   verify_records: str = "auto"   # record files against their info: size | sha256 | auto
   sp_model: str = None           # the records' SentencePiece model: exported with the model
   uncased: bool = False
+  eval_record_dir: str = None    # held-out records (pretraining/evaluation.py); None: no evaluation
+  eval_split: str = "valid"      # their split name (create_pretrain_data.py --split)
+  eval_batches: int = 100        # steps' worth of held-out rows (bsz_per_host each) per evaluation
 
 
 EXPORT_RECORD = objective.EXPORT_RECORD
@@ -58,6 +62,7 @@ class PretrainTask(Task):
   `self.objective` (pretraining/objective.py), chosen by config.objective."""
 
   recipe_script = "pretrain"
+  main_metric = evaluation.MAIN_METRIC   # with --eval_record_dir: best/ by held-out accuracy
 
   @property
   def family(self):
@@ -79,12 +84,18 @@ class PretrainTask(Task):
     self.tokens_per_step = config.bsz_per_host * config.num_hosts * config.seq_len
     # Fail early, with the records' own explanation, if the flags do not match or a record
     # file does not match its info (record_format.find_records), before any step runs.
+    train_params = None
     if config.record_dir:
-      pipeline.pretrain_dataset(config.record_dir, config.seq_len, config.reuse_len,
-                                config.num_predict, config.bsz_per_host, config.bi_data,
-                                config.num_core_per_host, vocab_size=vocab,
-                                verify=config.verify_records)
+      _, train_params, _ = pipeline.pretrain_dataset(
+          config.record_dir, config.seq_len, config.reuse_len, config.num_predict,
+          config.bsz_per_host, config.bi_data, config.num_core_per_host, vocab_size=vocab,
+          verify=config.verify_records)
     self.vocab_size = vocab
+    if config.eval_record_dir:   # the trainer evaluates a task whose `evaluate` is set
+      if config.eval_batches < 1:
+        raise ValueError(f"--eval_batches={config.eval_batches}: must be at least 1")
+      self.evaluate = evaluation.HeldOut(
+          self, evaluation.check_records(config, vocab, train_params))
     self.export_hf_dir = export_hf_dir
     if export_hf_dir:   # a config Hugging Face cannot hold fails now, not after training
       families.hf_architecture(self.build_model())
@@ -145,12 +156,7 @@ class PretrainTask(Task):
   def loss(self, model, batch, state, step, training=True):
     logits, target, target_mask, extra, new_state = self.predict(model, batch, state, step,
                                                                  training)
-    lm = losses.lm_loss(logits, target, target_mask)
-    metrics = {"lm_loss": lm}
-    total = lm
-    for name, value, weight in self.objective.extra_losses(self, batch, extra):
-      metrics[name] = value
-      total = total + weight * value
+    total, metrics = evaluation.objective_losses(self, logits, target, target_mask, batch, extra)
     return total / self.replicas(), metrics, tf.cast(new_state, self.state_dtype)
 
   def tokenizer(self):
