@@ -144,8 +144,7 @@ def main(argv):
         if split.startswith("test"):
           written += [p for p in task.write_predictions(model, split, model_dir)
                       if p not in written]
-    for path in written:
-      print(f"wrote {path}")
+    runner.report_written(written)
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"run_classifier.py: {e}")
 

@@ -92,7 +92,7 @@ def main(argv):
     if FLAGS.do_predict:
       split = race.PREDICT_FILE if FLAGS.predict_file else FLAGS.predict_split
       result, paths = task.predict_files(model, split, model_dir)
-      print(f"wrote {', '.join(paths)}")
+      runner.report_written(paths)
       if result and FLAGS.predict_file:     # --do_eval scores --eval_split
         print(json.dumps({"predict_file": FLAGS.predict_file, **result}))
   except (FileNotFoundError, ValueError) as e:

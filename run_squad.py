@@ -96,7 +96,7 @@ def main(argv):
                                  script="run_squad.py")
     if FLAGS.do_predict:
       result, paths = task.predict_files(model, FLAGS.predict_file, model_dir)
-      print(f"wrote {', '.join(paths)}")
+      runner.report_written(paths)
       if result:
         print(json.dumps(result))
   except (FileNotFoundError, ValueError) as e:

@@ -137,8 +137,9 @@ def run_stages(stages, out_dir, python, log, jobs=1):
   def relay(stage, line, stage_left_default=0.0):
     m = STEP_LINE.match(line)
     if m:
-      left = re.search(r"ETA (\d+)s", line)
-      stage_left = float(left.group(1)) if left else stage_left_default
+      left = re.search(r"ETA (\d+):(\d\d):(\d\d)", line)   # training/progress.py's h:mm:ss
+      stage_left = (int(left[1]) * 3600 + int(left[2]) * 60 + int(left[3]) if left
+                    else stage_left_default)
       log(stage.name, f"step {m.group(1)}/{m.group(2)} loss {float(m.group(3)):.3f}; "
           f"stage ETA {format_duration(stage_left)}, run ETA "
           f"{format_duration(stage_left + remaining())}")

@@ -62,7 +62,7 @@ def get_strategy(name="default", tpu=None, devices=None, tpu_zone=None, gcp_proj
   if name == "multi_worker_mirrored":
     if not os.environ.get("TF_CONFIG"):
       raise ValueError("--distribution_strategy=multi_worker_mirrored needs TF_CONFIG (the "
-                       "cluster and this host's task; README, Cloud TPU and multi-GPU)")
+                       "cluster and this host's task; docs/tpu-gpu.md)")
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "one_device":
     gpus = tf.config.list_logical_devices("GPU")

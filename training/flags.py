@@ -18,7 +18,7 @@ def define_training_flags(script, train_steps=1000, save_every=1000, flag_values
                      "Whose hyper-parameters fill the optimizer flags not given: release = the "
                      "released code's (XLNet: zihangdai/xlnet's scripts; MPNet: its fairseq "
                      "scripts), paper = the papers' tables (XLNet Tables 7-8: eps 1e-6, weight "
-                     "decay 0.01, per-layer learning rates). README: 'Optimizer semantics'.")
+                     "decay 0.01, per-layer learning rates). docs/fine-tuning.md, 'Optimizer semantics and recipes'.")
   define.DEFINE_enum("optimizer", None, list(optimization.SEMANTICS),
                      "Update rule. release = XLNet's get_train_op: tf.train.AdamOptimizer "
                      "(TF1 bias correction) when --weight_decay=0, else its "

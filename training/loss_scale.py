@@ -8,7 +8,7 @@ the backward pass (the float16 gradients are S times larger, clear of the underf
 the float32 weight gradients by S, and skips a step whose gradients are not finite. S is
 dynamic (keras.optimizers.LossScaleOptimizer's rule): halved on every skipped step, doubled
 after `GROWTH_STEPS` finite steps in a row. bfloat16 has float32's exponent and needs none of
-this (--use_bfloat16; README, "Mixed precision").
+this (--use_bfloat16; docs/memory.md).
 
 `LossScaleOptimizer` is Keras' with four changes:
 - the skip decision is taken over all replicas (an all-reduced count of the replicas whose

@@ -1,6 +1,6 @@
 """Optimizer and learning-rate schedule shared by pretraining and fine-tuning.
 
-Every choice here is named after the code it reproduces (README, "Optimizer semantics"):
+Every choice here is named after the code it reproduces (docs/fine-tuning.md, "Optimizer semantics and recipes"):
 
 - `WarmupDecay`: the release's schedule (`model_utils.get_train_op`): lr * step / warmup while
   step < warmup (the first update has lr 0), then poly (power 1, "linear") or cosine decay

@@ -1,5 +1,5 @@
-"""Whose hyper-parameters fill the optimizer settings a run does not set (README, "Optimizer
-semantics and recipes").
+"""Whose hyper-parameters fill the optimizer settings a run does not set
+(docs/fine-tuning.md, "Optimizer semantics and recipes").
 
 A setting left unset (None: a flag not given, an OptimizerConfig field not filled) takes the
 value of the run's recipe for its model family and script; anything set explicitly wins.

@@ -72,3 +72,19 @@ def test_a_failure_stops_the_others_and_a_rerun_resumes(tmp_path):
 def test_waiting_for_a_stage_nobody_provides_is_an_error(tmp_path):
   with pytest.raises(StageError, match="waits for"):
     _run(tmp_path, [_stage("x", tmp_path / "t", after=("missing",))], jobs=2)
+
+
+def test_a_stage_eta_is_read_from_the_training_logs_step_line(tmp_path):
+  """The quickstart relays a stage's ETA from the trainer's step line (training/progress.py's
+  h:mm:ss): 1:02:03 left is 3723 s, shown as 1h02m; a step line without an ETA (the first
+  loop, which includes the compile) falls back to the default (0 s here)."""
+  from training import progress
+  lines = ["step 2/10 loss 2.5 46.7s for 2 steps, with compile",
+           f"step 5/10 loss 2.0 0.50s/step 1,000 tokens/s ETA {progress.hms(3723)}"]
+  script = "import sys; print(sys.argv[1]); print(sys.argv[2])"
+  stage = Stage("s", "s", 1.0, argv=["-c", script, *lines], parse=lambda text: {})
+  said = []
+  run_stages([stage], str(tmp_path / "out"), "python", lambda *a: said.append(a), jobs=1)
+  relayed = [message for tag, message in said if message.startswith("step ")]
+  assert relayed[0].startswith("step 2/10 loss 2.500; stage ETA 0s,"), relayed
+  assert relayed[1].startswith("step 5/10 loss 2.000; stage ETA 1h02m,"), relayed
