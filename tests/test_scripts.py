@@ -27,7 +27,8 @@ def test_help(script):
   result = _run(script, "--help")
   assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
   assert "Traceback" not in result.stderr, result.stderr
-  flag = "--model_prefix" if "tokenizer" in script else "--output_dir"
+  flag = ("--model_prefix" if "tokenizer" in script else "--output" if script == "predict.py"
+          else "--output_dir")
   assert re.search(rf"^  {flag}: \S", result.stdout, re.MULTILINE), result.stdout[-2000:]
 
 
