@@ -630,3 +630,17 @@ def test_mpnet_mode_and_architecture_sentences():
       "MPNet's architecture on the mlm objective: 5.100 held-out against XLNet's 5.300; MPNet "
       "5.600 against XLNet PLM 5.000."]
   assert dr._architecture_verdict(_arch(None), cls) == []
+
+
+def test_summary_sets_the_probe_order_against_fine_tuning():
+  from reproduction import diagnosis_report as dr
+  diag = _probes(none=0.40, plm=0.60)
+  agg = {"diagnostics": diag, "classify": {"plm": _s(0.70, 0.01), "none": _s(0.50, 0.01)},
+         "squad": {}, "race": {}}
+  assert dr.summary_lines(agg, {}) == [
+      "Linear probes (frozen encoders, no fine-tuning learning rate): plm 60.0 > none 40.0; "
+      "fine-tuning orders the same arms the same way."]
+  agg["classify"] = {"plm": _s(0.50, 0.01), "none": _s(0.70, 0.01)}
+  assert dr.summary_lines(agg, {}) == [
+      "Linear probes (frozen encoders, no fine-tuning learning rate): plm 60.0 > none 40.0; "
+      "fine-tuning orders the same arms none > plm."]
