@@ -15,8 +15,9 @@ from data_utils import pipeline
 from data_utils import record_format
 from modeling import losses
 
-# The metric best/ is kept by (the trainer keeps the highest value of a task's main metric).
-MAIN_METRIC = "lm_accuracy"
+# The metric best/ is kept by: the lowest held-out loss of the predicted targets.
+MAIN_METRIC = "lm_loss"
+LOWER_IS_BETTER = True
 
 
 def check_records(config, vocab_size, train_params=None):

@@ -62,7 +62,8 @@ class PretrainTask(Task):
   `self.objective` (pretraining/objective.py), chosen by config.objective."""
 
   recipe_script = "pretrain"
-  main_metric = evaluation.MAIN_METRIC   # with --eval_record_dir: best/ by held-out accuracy
+  main_metric = evaluation.MAIN_METRIC   # with --eval_record_dir: best/ by held-out loss
+  lower_is_better = evaluation.LOWER_IS_BETTER
 
   @property
   def family(self):

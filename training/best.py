@@ -1,4 +1,5 @@
-"""The best fine-tuning checkpoint, MODEL_DIR/best/: its weights and its score as one unit.
+"""The best checkpoint by the task's main metric, MODEL_DIR/best/: its weights and its score
+as one unit.
 
 Layout:
 
@@ -55,9 +56,12 @@ def score(record, metric):
   return float(value)
 
 
-def is_better(value, best):
-  """A finite value beating the best so far (None: no best yet); ties keep the earlier."""
-  return math.isfinite(value) and (best is None or value > best)
+def is_better(value, best, lower_is_better=False):
+  """A finite value beating the best so far (None: no best yet): higher, or lower for a metric
+  such as a loss (`lower_is_better`); ties keep the earlier."""
+  if not math.isfinite(value):
+    return False
+  return best is None or (value < best if lower_is_better else value > best)
 
 
 def _head(record):

@@ -74,7 +74,8 @@ class Task(abc.ABC):
     prepare_training_data(): reads and checks the training (and evaluation) data ahead, before
       the run writes anything; default nothing.
     evaluate(model) -> {metric: value}: called at every checkpoint when not None; the best by
-      `main_metric` is kept under best/ (training/best.py). eval_without_labels() -> why the
+      `main_metric` (the highest; the lowest with `lower_is_better`, e.g. a loss) is kept
+      under best/ (training/best.py). eval_without_labels() -> why the
       evaluation data cannot be scored, or None (the trainer then skips it, saying why once).
     on_end(model, model_dir, log): at the end of training (pretraining: its exports).
     export(model, export_dir, log, padding, xla, version): the SavedModel on raw text for
@@ -91,6 +92,7 @@ class Task(abc.ABC):
   family = "xlnet"
   evaluate = None                 # a method in tasks that evaluate
   main_metric = None
+  lower_is_better = False         # main_metric's direction: True for a loss
 
   @abc.abstractmethod
   def build_model(self):

@@ -323,7 +323,7 @@ class Trainer:
       for k, v in results.items():
         tf.summary.scalar(k, v)
     value = results[metric]
-    if best_lib.is_better(value, self.best):
+    if best_lib.is_better(value, self.best, getattr(self.task, "lower_is_better", False)):
       best = fileio.join(self.write_dir, "best")
       best_lib.publish(best, self.model, step, results, self.log)
       self.best = value

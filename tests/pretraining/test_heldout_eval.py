@@ -125,8 +125,10 @@ def test_heldout_loss_at_every_checkpoint_logged_written_and_equal_to_hugging_fa
   assert scalars["lm_loss"][-1][1] == pytest.approx(last["lm_loss"], rel=1e-6)
   assert last["loss"] == last["lm_loss"]                       # no extra loss (nsp off)
   best = json.loads((tmp_path / "best" / "best.json").read_text())
-  assert best["lm_accuracy"] == pytest.approx(max(v for _, v in scalars["lm_accuracy"]),
-                                              rel=1e-6)         # TensorBoard: float32
+  losses = [v for _, v in scalars["lm_loss"]]
+  assert losses[0] != pytest.approx(losses[1], rel=1e-6)       # a choice to make
+  assert best["lm_loss"] == pytest.approx(min(losses), rel=1e-6)   # the lowest (TensorBoard:
+  assert best["step"] == 2 + 2 * losses.index(min(losses))        # float32)
   want = _hf_reference(trainer.model, _eval_batches(recs), "plm", task)
   np.testing.assert_allclose(last["lm_loss"], want["lm_loss"], rtol=2e-5)
   assert last["lm_accuracy"] == pytest.approx(want["lm_accuracy"], abs=1e-6)
