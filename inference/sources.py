@@ -248,16 +248,14 @@ def _run_labels(run_dir, settings):
 
 
 def _run_weights(run_dir):
-  """(checkpoint prefix, step): best/'s, else the last in ckpt/."""
-  import tensorflow as tf
-  record, prefix = checkpoint.read_best(fileio.join(run_dir, "best"))
-  if prefix is not None:
-    return prefix, record.get("step")
-  latest = tf.train.latest_checkpoint(fileio.join(run_dir, checkpoint.CHECKPOINT_DIR))
-  if latest is None:
+  """(checkpoint prefix, step): best/'s, else the last in ckpt/ (checkpoint.run_checkpoint,
+  the rule --init_checkpoint=RUN_DIR follows)."""
+  found = checkpoint.run_checkpoint(run_dir)
+  if found is None:
     raise ValueError(f"{run_dir}: a run directory with no checkpoint yet (neither best/ nor "
                      f"{checkpoint.CHECKPOINT_DIR}/)")
-  return latest, checkpoint.latest_step(run_dir)
+  record, best = checkpoint.read_best(fileio.join(run_dir, "best"))
+  return found[0], (record.get("step") if best == found[0] else checkpoint.latest_step(run_dir))
 
 
 # ---- exports, Hugging Face and release directories --------------------------------------------------

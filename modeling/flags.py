@@ -22,9 +22,11 @@ def define_model_flags(record_defaults=False):
                       "a Hugging Face XLNet config.json.")
   flags.DEFINE_string("init_checkpoint", None,
                       "Checkpoint to start from: a released TF1 checkpoint prefix, a directory "
-                      "holding one, a native TF2 checkpoint written by this project, or a "
-                      "Hugging Face XLNet directory (config.json + model.safetensors or "
-                      "pytorch_model.bin; base model or any XLNetFor* head).")
+                      "holding one, a native TF2 checkpoint written by this project, a "
+                      "training run's directory (its best/, else its last checkpoint in ckpt/; "
+                      "the log says which), or a Hugging Face XLNet directory (config.json + "
+                      "model.safetensors or pytorch_model.bin; base model or any XLNetFor* "
+                      "head).")
   flags.DEFINE_string("export_hf_dir", None,
                       "Also write the model in the Hugging Face layout here (config.json + "
                       "model.safetensors, loadable by transformers' XLNet*/MPNet* classes).")
