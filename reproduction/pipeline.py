@@ -258,6 +258,9 @@ class Pipeline:
     argv = ["run_pretrain.py", f"--objective={objective}", f"--record_dir={self.records}",
             f"--model_config_path={config}", f"--model_dir={self.pretrain_dir(name)}",
             f"--sp_model={self.spm}",   # the export carries its tokenizer (inference, fine-tuning)
+            # the held-out loss at every checkpoint (log, TensorBoard, best/): the dev documents'
+            # records ("valid"), a few batches (the diagnostics stage measures it in full)
+            f"--eval_record_dir={self.records}", "--eval_batches=20",
             f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}", f"--bsz_per_host={p.batch}",
             f"--num_predict={p.num_predict}", "--nobi_data",
             f"--mem_len={p.mem_len if memory else 0}",
