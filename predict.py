@@ -18,6 +18,8 @@ from absl import flags
 from data_utils import cli_app
 cli_app.quiet_imports(__name__)   # Ctrl-C during the imports below: one line, status 130
 
+from finetuning import table_data  # noqa: E402  (no TensorFlow: --help stays quick)
+
 flags.DEFINE_string("model", None, "The model: a fine-tuning run directory (run_classifier.py's "
                     "--model_dir), or a Hugging Face XLNet / MPNet *ForSequenceClassification "
                     "directory; local or gs://.")
@@ -25,13 +27,11 @@ flags.DEFINE_string("input", None, "Texts to predict: .tsv or .csv with a header
                     "(one object per line), or .txt (one text per line); UTF-8.")
 flags.DEFINE_string("output", None, "Predictions file (.jsonl) to write: absent, or an earlier "
                     "predictions file (replaced); anything else is refused.")
-flags.DEFINE_string("text_a_column", "text", "Column (JSON Lines: key) of the text.")
-flags.DEFINE_string("text_b_column", None, "Column of the second text of a pair task (unset: "
-                    "one text).")
-flags.DEFINE_string("id_column", "id", "Column of the ids, used when the input has it (else "
-                    "input-LINE: the text's line in the file).")
-flags.DEFINE_string("label_column", "label", "Column of known labels, copied to the output as "
-                    "`gold` when the input has it.")
+table_data.define_column_flags(
+    "Column (JSON Lines: key) of the text.",
+    "Column of known labels, copied to the output as `gold` when the input has it.",
+    missing_id="input-LINE")
+flags.adopt_module_key_flags(table_data)   # listed by --help with the script's own
 flags.DEFINE_integer("batch_size", 32, "Texts per forward pass.", lower_bound=1)
 flags.DEFINE_integer("max_length", None, "Tokens per row, special tokens included (default: the "
                      "run's --max_seq_length; longer texts are cut as in fine-tuning).",

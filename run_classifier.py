@@ -28,6 +28,7 @@ from data_utils import fileio
 from finetuning import runner
 from finetuning import classifier_data
 from finetuning import classifier_task
+from finetuning import table_data
 from finetuning.classifier_task import ClassifierTask
 from modeling import flags as model_flags
 from training import entry
@@ -52,17 +53,12 @@ flags.DEFINE_string("dev_file", None, "--task_name=custom: the dev file (--do_ev
                     "checkpoint); default DATA_DIR/dev.{tsv,csv,jsonl}.")
 flags.DEFINE_string("test_file", None, "--task_name=custom: the test file (--do_predict; "
                     "labels optional); default DATA_DIR/test.{tsv,csv,jsonl}.")
-flags.DEFINE_string("text_a_column", "text",
-                    "Column (JSON Lines: key) of the first text, in --task_name=custom's files "
-                    "and in --predict_file.")
-flags.DEFINE_string("text_b_column", None,
-                    "Column of the second text of a pair task (unset: one text).")
-flags.DEFINE_string("label_column", "label",
-                    "Column of the label (a class name, or the target with --regression); "
-                    "optional in dev, test and predict files (then only predicted).")
-flags.DEFINE_string("id_column", "id",
-                    "Column of the example ids, used when a file has it (else SPLIT-LINE: its "
-                    "line in the file); ids must not repeat.")
+table_data.define_column_flags(
+    "Column (JSON Lines: key) of the first text, in --task_name=custom's files and in "
+    "--predict_file.",
+    "Column of the label (a class name, or the target with --regression); optional in dev, "
+    "test and predict files (then only predicted).", missing_id="SPLIT-LINE")
+flags.adopt_module_key_flags(table_data)   # listed by --help with the script's own
 flags.DEFINE_string("labels", None,
                     "--task_name=custom: the label set in the model's output order, e.g. "
                     "neg,neutral,pos (default: the training file's labels sorted, numerically "

@@ -257,3 +257,18 @@ def custom_spec(files, columns, labels, regression=False):
       "custom", tuple(labels), dict(files), {split: a_col for split in (*SPLITS, "predict")},
       reader="table", key=f"custom-{key}",
       read=functools.partial(_read_split, columns=columns))
+
+
+def define_column_flags(text_a_help, label_help, missing_id):
+  """--text_a_column, --text_b_column, --label_column and --id_column, the columns of a table
+  (run_classifier.py's --task_name=custom and --predict_file, predict.py's --input); each
+  script says what the first text and the label are for it, and how an example without an id
+  is named (`missing_id`, e.g. "SPLIT-LINE")."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  flags.DEFINE_string("text_a_column", "text", text_a_help)
+  flags.DEFINE_string("text_b_column", None,
+                      "Column of the second text of a pair task (unset: one text).")
+  flags.DEFINE_string("label_column", "label", label_help)
+  flags.DEFINE_string("id_column", "id",
+                      f"Column of the example ids, used when a file has it (else {missing_id}: "
+                      "its line in the file); ids must not repeat.")
