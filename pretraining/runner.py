@@ -16,6 +16,7 @@ from training import distribution
 from training import flags as training_flags
 from training import recipes
 from training import run_record
+from training import summary
 from training import trainer as trainer_lib
 
 
@@ -50,6 +51,9 @@ def run(f, model_dir, strategy):
                       export_hf_dir=f.export_hf_dir)   # written by the chief only
   if not distribution.is_chief(strategy):
     task.export_hf_dir = None
+  run = summary.current()
+  if run is not None:     # the end-of-run summary's best/ line: the held-out loss
+    run.metric = task.main_metric
   distribution.num_hosts(strategy, config.num_core_per_host, f.num_hosts)
   for line in recipes.schedule_warnings(task.optimizer_settings()):
     print(line, flush=True)
