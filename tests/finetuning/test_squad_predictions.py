@@ -268,9 +268,9 @@ def test_dev_prediction_writes_the_submission_scoring_best_f1(squad_run, capsys)
   assert (f'{squad.SUBMISSION}: "" where the null odds exceed {record["threshold"]!r}, the '
           f"threshold chosen on {dev}") in printed
   written = [l for l in printed.splitlines() if l.startswith("wrote ")]
-  assert written == ["wrote " + ", ".join(str(out / n) for n in (
+  assert written == [f"wrote {out / n}" for n in (
       "predictions.json", "nbest_predictions.json", "null_odds.json", "null_threshold.json",
-      squad.SUBMISSION, squad.READABLE))]
+      squad.SUBMISSION, squad.READABLE)]
 
   # predictions.jsonl: ids in the file's order, the submitted answer, n-best probabilities
   rows = _jsonl(out / squad.READABLE)
