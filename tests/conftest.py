@@ -54,8 +54,24 @@ LONGEST_FIRST = [
 ]
 
 
+# Whole modules left out of the fast tier (`make test-fast`: -m "not slow"): their module
+# fixtures train or export models before the first test. Single long tests carry their own
+# @pytest.mark.slow; `make test` runs everything.
+SLOW_MODULES = {
+    "tests/pretraining/test_pretrain.py",
+    "tests/serving/test_serving.py",
+    "tests/training/test_run_record.py",
+    "tests/training/test_float16.py",
+    "tests/test_cloud_paths.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
   """Modules in LONGEST_FIRST's order, then the rest; each module's tests keep their order
-  (a stable sort on the module alone), so module fixtures are still built once."""
+  (a stable sort on the module alone), so module fixtures are still built once. The tests of
+  SLOW_MODULES are marked slow."""
+  for item in items:
+    if item.nodeid.split("::", 1)[0] in SLOW_MODULES:
+      item.add_marker(pytest.mark.slow)
   rank = {path: k for k, path in enumerate(LONGEST_FIRST)}
   items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

@@ -95,6 +95,7 @@ def test_resume_keeps_measured_rows(tmp_path):
       ("classifier", "base", 512, 8, "float32", False)}
 
 
+@pytest.mark.slow
 def test_a_child_stopped_once_planned_reads_the_same_plan_as_one_that_ran():
   """The plan-only path kills the child as soon as the plan's total line is written: its
   figure must be the complete plan's (the one a child that ran its steps leaves)."""

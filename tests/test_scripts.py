@@ -21,6 +21,7 @@ def _run(*args, timeout=300):
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.slow
 def test_help(script):
   """--help exits 0 (absl's own exits 1; data_utils/cli_app.py) and prints the script's flags,
   each with its help text."""
@@ -52,12 +53,14 @@ def test_help_exits_0_and_errors_still_1():
     ("run_race.py", (), "nothing to do"), ("run_race.py", ("--do_eval",), "--data_dir is required"),
     ("run_race.py", ("--export_dir=x",), "--model_dir is required"),
     ("run_pretrain.py", (), "--record_dir is required")])
+@pytest.mark.slow
 def test_missing_flags_are_one_line_errors(script, args, message):
   result = _run(script, *args)
   assert result.returncode != 0
   assert message in result.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_squad_eval_only_scores_a_prediction_file(tmp_path):
   import json
   data = {"data": [{"title": "t", "paragraphs": [{"context": "c", "qas": [

@@ -92,6 +92,7 @@ def _rows(ragged):
   return [row.tolist() for row in np.split(values, splits[1:-1])]
 
 
+@pytest.mark.slow
 def test_ids_equal_encode_lines(pairs, corpus_lines):
   rng = random.Random(0)
   lines = _varied_lines(rng, corpus_lines, 2500)
@@ -125,6 +126,7 @@ def test_keep_accents_and_model_path(text_and_sp):
     sp_graph.SentencePieceGraphTokenizer(text_and_sp[1] + "/nope.model")
 
 
+@pytest.mark.slow
 def test_offsets_equal_tokenize_with_offsets(pairs, corpus_lines):
   rng = random.Random(1)
   contexts = [" ".join(_varied_lines(rng, corpus_lines, 12)[8:]) for _ in range(120)]
@@ -142,6 +144,7 @@ def _check_offsets(tok, texts, got):
     assert have == tuple(map(list, squad_features.tokenize_with_offsets(tok, text))), text
 
 
+@pytest.mark.slow
 def test_invalid_utf8_is_replaced(pairs):
   raw = [b"ok \xff\xfe bad", b"\xed\xa0\x80 surrogate", b"cut \xe2\x82", b"\xc0\xaf 2000,",
          "Σ".encode() + b"\x80"]
@@ -159,6 +162,7 @@ _TEXT = st.lists(st.one_of(st.characters(), st.sampled_from(
 
 @fuzz_helpers.fuzz_settings(120, deadline_ms=None)
 @given(st.lists(_TEXT, min_size=1, max_size=6))
+@pytest.mark.slow
 def test_property_any_unicode(pairs, texts):
   for lower in (False, True):
     tok, graph_tok = pairs["digit_comma", lower]
@@ -218,6 +222,7 @@ print(json.dumps([ids.to_list(), starts.to_list(), ends.to_list()]))
 """
 
 
+@pytest.mark.slow
 def test_saved_model_in_a_fresh_process(pairs, tmp_path):
   tok, graph_tok = pairs["digit_comma", True]
   module = tf.Module()

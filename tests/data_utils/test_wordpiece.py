@@ -166,6 +166,7 @@ def test_pack_strings_matches_hf(tok, hf):
   np.testing.assert_array_equal(got["input_mask"], 1 - np.array(want["attention_mask"]))
 
 
+@pytest.mark.slow
 def test_graph_equals_eager(tok):
   texts_a, texts_b = tf.constant(SENTENCES), tf.constant(SENTENCES[::-1])
   spec = tf.TensorSpec([None], tf.string)
@@ -182,6 +183,7 @@ def test_graph_equals_eager(tok):
   np.testing.assert_array_equal(jit(ids_a, ids_b)["input_ids"], want["input_ids"])
 
 
+@pytest.mark.slow
 def test_saved_model_serves_the_same(tok, tmp_path):
   """pack in an exported signature: the vocab table travels with the SavedModel."""
   class Serving(tf.Module):

@@ -128,6 +128,7 @@ def test_xlnet_layout_left_padding(sst2):
   assert (a, b) == ([1, 2, 3], [6, 7])
 
 
+@pytest.mark.slow
 def test_fine_tunes_well_above_chance_and_writes_submission(sst2, tmp_path):
   d, sp, cfg = sst2
   args = [sys.executable, "run_classifier.py", "--task_name=sst-2", f"--data_dir={d}",

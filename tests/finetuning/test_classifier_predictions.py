@@ -103,6 +103,7 @@ def test_dev_and_test_predictions_files(trained):
   assert (model_dir / "SST-2.tsv").read_text() == expected
 
 
+@pytest.mark.slow
 def test_predict_file_with_the_trained_model(trained, tmp_path, capsys):
   d, sp, cfg, model_dir, dev, _ = trained
   texts = ["an excellent film, with \"quotes\"", "a terrible film", "the story was awful"]

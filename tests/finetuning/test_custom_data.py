@@ -167,6 +167,7 @@ def _result(out):
   return json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
 
 
+@pytest.mark.slow
 def test_custom_labels_from_the_file(data, tmp_path, capsys):
   d, sp, dev, test = data
   m = tmp_path / "m"
@@ -196,6 +197,7 @@ def test_custom_labels_from_the_file(data, tmp_path, capsys):
                   f"was trained with (['neg', 'neutral', 'pos'], {m}/task.json)")
 
 
+@pytest.mark.slow
 def test_custom_labels_from_the_flag(data, tmp_path, capsys):
   d, sp, dev, _ = data
   m = tmp_path / "m"
@@ -222,6 +224,7 @@ def test_custom_labels_from_the_flag(data, tmp_path, capsys):
                              [[r["probabilities"][l] for l in order] for r in rows], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_custom_regression(data, tmp_path, capsys):
   d, sp, _, _ = data
   rng = random.Random(9)

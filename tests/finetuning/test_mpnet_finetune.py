@@ -124,6 +124,7 @@ def _write_config(path, vocab, pad_id=5):
   return path
 
 
+@pytest.mark.slow
 def test_classifier_learns_and_checks_the_pad_id(sst2, tmp_path):  # noqa: F811
   d, sp, _ = sst2
   base = [sys.executable, "run_classifier.py", "--model_type=mpnet", "--task_name=sst-2",
@@ -150,6 +151,7 @@ def test_classifier_learns_and_checks_the_pad_id(sst2, tmp_path):  # noqa: F811
   assert result["accuracy"] > 0.85, r.stdout
 
 
+@pytest.mark.slow
 def test_race_learns(race_dir, tmp_path):  # noqa: F811
   d, sp, _ = race_dir
   cfg = _write_config(tmp_path / "config.json", 80)

@@ -79,6 +79,7 @@ def test_reader_summary_line(tmp_path, capsys):
                                      "(middle 2, high 1); 1 without questions\n")
 
 
+@pytest.mark.slow
 def test_learns_the_toy_task(race_dir, tmp_path):
   """lr 3e-3 with the release's optimizer (tf.train.AdamOptimizer, bias-corrected; the old
   uncorrected Adam took 2-3x larger steps over these 300 steps and needed 1e-3): accuracy

@@ -125,6 +125,7 @@ def test_write_predictions_jsonl_is_the_softmax_of_the_models_logits(race_data, 
   assert letters == by_file
 
 
+@pytest.mark.slow
 def test_predict_file_with_a_trained_model(race_data, tmp_path, capsys):
   """--init_checkpoint: a checkpoint of this project (random weights saved here, so that the
   option probabilities are far from uniform); the model is called here on the same weights."""

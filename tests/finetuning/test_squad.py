@@ -83,6 +83,7 @@ def test_windows_and_training_targets(tmp_path, text_and_sp):
   assert (arrays["is_impossible"] == 0).sum() >= len(examples)
 
 
+@pytest.mark.slow
 def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
   _, sp = text_and_sp
   rng = random.Random(2)

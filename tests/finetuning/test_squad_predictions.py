@@ -291,6 +291,7 @@ def test_dev_prediction_writes_the_submission_scoring_best_f1(squad_run, capsys)
     assert row["prediction"] == ("" if odds[qa["id"]] > record["threshold"] else top)
 
 
+@pytest.mark.slow
 def test_a_file_without_answers_gets_the_recorded_threshold_or_the_flag(squad_run, capsys):
   d, dev, test, common = squad_run
   out = d / "m"

@@ -29,6 +29,7 @@ def _skipped_lines(out):
   return [l for l in out.splitlines() if "evaluation skipped" in l or "--do_eval skipped" in l]
 
 
+@pytest.mark.slow
 def test_squad_trains_and_predicts_a_file_without_answers(tmp_path, text_and_sp, capsys):
   _, sp = text_and_sp
   rng = random.Random(3)
@@ -75,6 +76,7 @@ def glue_test_split(tmp_path_factory):
   return d, sp
 
 
+@pytest.mark.slow
 def test_classifier_evaluating_a_split_without_labels(glue_test_split, tmp_path, capsys):
   d, sp = glue_test_split
   run_main("run_classifier.py", task_name="sst-2", data_dir=str(d), sp_model=sp, uncased=True,
@@ -107,6 +109,7 @@ def _race_answers_removed(directory, split):
     path.write_text(json.dumps(doc))
 
 
+@pytest.mark.slow
 def test_race_trains_and_predicts_a_split_without_answers(tmp_path, capsys, monkeypatch):
   d = tmp_path / "RACE"
   rng = random.Random(2)

@@ -106,6 +106,7 @@ def _check_xlnet_classifier(model, reference, sp_model, pair):
     assert list(row["probabilities"]) == ["neg", "neutral", "pos"]
 
 
+@pytest.mark.slow
 def test_xlnet_release_checkpoint_directory_equals_transformers(tmp_path, sp_model):
   """A released-style TF1 checkpoint directory (xlnet_config.json + xlnet_model.ckpt.* +
   spiece.model), made from a transformers XLNetModel's weights: an encoder."""

@@ -83,6 +83,7 @@ def test_a_fine_tuning_run_predicts_as_the_run_did(run, capsys):
   _same_predictions(again.predict([s for s, _ in dev]), want)
 
 
+@pytest.mark.slow
 def test_predict_py_writes_inputs_beside_predictions(run, tmp_path, capsys, monkeypatch):
   from inference import files
   monkeypatch.setattr(files, "PROGRESS_EVERY", 4)

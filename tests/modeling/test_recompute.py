@@ -177,6 +177,7 @@ def xla_mode(request):
 
 @pytest.mark.parametrize("xla_mode", ["eager", "graph", "xla"], indirect=True)
 @pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.slow
 def test_recompute_gives_the_same_loss_and_gradients(name, xla_mode):
   jit = {"eager": False, "graph": "graph", "xla": True}[xla_mode]
   model, loss_fn = MODELS[name]()
@@ -189,11 +190,13 @@ def test_recompute_gives_the_same_loss_and_gradients(name, xla_mode):
                              for g in layer_grads.values()), layer_grads.keys()
 
 
+@pytest.mark.slow
 def test_xlnet_with_tied_biases():
   """untie_r=False: the biases are the variables themselves (passed in, read once)."""
   assert_same_step(*_xlnet_pretrain(untie_r=False), jit=False)
 
 
+@pytest.mark.slow
 def test_a_stateful_draw_inside_the_recomputed_call_is_caught(monkeypatch):
   """The break-it check: were dropout to draw from its generator inside the recomputed
   function (the naive recompute), the masks of the second forward would differ: the
@@ -228,6 +231,7 @@ def test_an_unbuilt_layer_is_refused():
 @pytest.mark.parametrize("name, layer_method", [
     ("xlnet_pretrain", (block_lib.XLNetBlock, "call")),
     ("mpnet_pretrain", (mpnet.MPNetLayer, "keys_values"))])
+@pytest.mark.slow
 def test_the_backward_pass_runs_each_layer_again(monkeypatch, name, layer_method):
   """Counted per layer call: N forwards without recompute, 2N with (the gradient
   recomputes)."""
@@ -248,6 +252,7 @@ def test_the_backward_pass_runs_each_layer_again(monkeypatch, name, layer_method
 
 
 @pytest.mark.parametrize("name", ["xlnet_classifier", "mpnet_pretrain"])
+@pytest.mark.slow
 def test_xla_keeps_the_recomputation(name):
   """XLA does not merge the backward pass's forward into the first one (tf.recompute_grad
   makes it depend on the incoming gradient): the optimized program holds more matmuls."""

@@ -248,6 +248,7 @@ def test_released_checkpoint_vocabulary_size_is_checked(tmp_path, text_and_sp, c
   assert model_flags.resolve_tokenizer(fv, log=lambda m: None).path == text_and_sp[1]
 
 
+@pytest.mark.slow
 def test_xlnet_pretraining_export_holds_every_part_of_one_step(tmp_path, text_and_sp):
   """plm: checkpoint, config, tokenizer and encoder SavedModel exported together under one
   record; the run's later export_encoder call (run_pretrain.py) then has nothing to do."""

@@ -104,6 +104,7 @@ def _with(row, position, token):
 
 
 @pytest.mark.parametrize("name", ["plm", "mlm", "mpnet"])
+@pytest.mark.slow
 def test_what_each_span_token_sees(name):
   """Changing one input token, which of the span's log-probabilities move: plm and mpnet
   predict left to right (token k sees the span before it, never itself or after it); mlm

@@ -109,6 +109,7 @@ def _hf_reference(model, batches, objective, task, memory=True):
   return {"lm_loss": float(np.mean(losses)), "lm_accuracy": float(np.mean(accuracies))}
 
 
+@pytest.mark.slow
 def test_heldout_loss_at_every_checkpoint_logged_written_and_equal_to_hugging_faces(tmp_path,
                                                                                    recs):
   task = _task(recs, "plm")
@@ -155,6 +156,7 @@ def test_heldout_loss_carries_memory_as_hugging_face_does(recs, objective):
   assert task.evaluate(model) == got                        # deterministic: the same again
 
 
+@pytest.mark.slow
 def test_mpnet_heldout_loss_is_the_training_loss_on_the_heldout_batches(recs):
   import keras
   from modeling.mpnet import encoder as mpnet

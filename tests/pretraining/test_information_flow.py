@@ -227,6 +227,7 @@ def _offsets_matter(stored, perm_size):
 @pytest.mark.parametrize("objective,perm_size,bi_data", [
     ("plm", REUSE, False), ("mlm", REUSE, False), ("plm", 4, False), ("plm", 4, True),
     ("mlm", 4, True)])
+@pytest.mark.slow
 def test_xlnet_predictions_see_what_the_paper_says(make_records, objective, perm_size, bi_data):
   vocab, record_dir, params = make_records(perm_size, bi_data)
   task = PretrainTask(
@@ -250,6 +251,7 @@ def test_xlnet_predictions_see_what_the_paper_says(make_records, objective, perm
 
 @pytest.mark.parametrize("mode,permute,perm_size", [
     ("mpnet", True, 4), ("plm", True, 4), ("mlm", True, REUSE), ("mpnet", False, REUSE)])
+@pytest.mark.slow
 def test_mpnet_predictions_see_what_the_paper_says(make_records, mode, permute, perm_size):
   vocab, record_dir, params = make_records(perm_size, False)
   task = PretrainTask(

@@ -76,6 +76,7 @@ def _batch(rng):
           "input_k": 1.0 - is_target, "input_q": is_target, "label": np.zeros([B], np.int32)}
 
 
+@pytest.mark.slow
 def test_a_new_objective_is_one_class_and_one_registry_line(monkeypatch):
   monkeypatch.setitem(objectives.OBJECTIVES, "copy", CopyLM())      # the one registry line
   config = PretrainConfig(seq_len=L, reuse_len=L // 2, num_predict=P, bsz_per_host=B,

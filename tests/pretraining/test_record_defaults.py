@@ -173,6 +173,7 @@ def _fails(**flag_values):
   return message
 
 
+@pytest.mark.slow
 def test_run_pretrain_with_its_defaults_trains_on_the_writers_defaults(setup, tasks, tmp_path,
                                                                         capsys):
   base, cfg = setup
@@ -206,6 +207,7 @@ def test_run_pretrain_checks_a_flag_given_against_the_records(setup, tmp_path):
   assert message.endswith("has bi_data=True (asked False)"), message
 
 
+@pytest.mark.slow
 def test_run_pretrain_chooses_among_record_sets_by_the_flags_given(setup, tasks, tmp_path, capsys):
   base, cfg = setup
   common = dict(record_dir=base / "two", model_config_path=cfg, model_dir=tmp_path / "m",

@@ -217,6 +217,7 @@ def _rel(a, b):
 
 
 @pytest.mark.parametrize("bi_data", [False, True])
+@pytest.mark.slow
 def test_plm_training_follows_hugging_face_step_by_step(bi_data):
   weights = ref.random_release_weights(**SIZE, untie_r=True, seed=0)
   batches = _batches()

@@ -27,6 +27,7 @@ def _run(tmp_path, stages, jobs):
   return run_stages(stages, str(tmp_path / "out"), "python", lambda *a: None, jobs=jobs)
 
 
+@pytest.mark.slow
 def test_parallel_stages_overlap_after_and_barriers_hold(tmp_path):
   times = tmp_path / "times.jsonl"
   stages = [_stage("a", times), _stage("b", times), _stage("c", times, after=("a",)),

@@ -212,6 +212,7 @@ def _end_to_end(tmp_path, tokenizer, model, model_type, export=False):
   return preds
 
 
+@pytest.mark.slow
 def test_end_to_end_xlnet(tmp_path, tok):
   from modeling.xlnet.config import XLNetConfig
   from modeling.xlnet.models import XLNetSquadModel
@@ -222,6 +223,7 @@ def test_end_to_end_xlnet(tmp_path, tok):
   _end_to_end(tmp_path, tok, model, "xlnet", export=True)
 
 
+@pytest.mark.slow
 def test_end_to_end_mpnet_wordpiece(tmp_path):
   import re
   import unicodedata

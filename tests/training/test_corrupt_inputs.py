@@ -94,6 +94,7 @@ def _checkpoints(model_dir):
 
 # ---- record shards, through run_pretrain.py --------------------------------------------------
 
+@pytest.mark.slow
 def test_corrupted_shards_stop_run_pretrain_with_one_line_naming_the_shard(tmp_path, recs):
   """A shard truncated at a random byte, a payload bit flipped (caught up front: the sha256 of
   --verify_records=auto), a length-header bit flipped with --verify_records=size (caught by the
@@ -222,6 +223,7 @@ def test_init_checkpoint_with_a_bad_data_file(tmp_path, damage):
     assert ("not found" if damage == "deleted" else "truncated") in message, (kind, message)
 
 
+@pytest.mark.slow
 def test_resume_from_a_checkpoint_with_a_bad_data_file(tmp_path, recs):
   """The trainer's own resume (model_dir/ckpt): a deleted or truncated data file of the latest
   checkpoint stops run_pretrain.py with one line naming it (and which older one to fall back

@@ -155,6 +155,7 @@ def test_each_replica_has_static_shapes_and_keeps_its_lanes(shards):
     task.dataset(tf.distribute.InputContext(2, 0, 2))    # 1 replica per host: wrong layout
 
 
+@pytest.mark.slow
 def test_host_loop_is_one_graph_loop_around_a_compiled_step(tmp_path, shards):
   base, vocab = shards
   task = ph.tiny_task(base + "/one", vocab, train_steps=5)

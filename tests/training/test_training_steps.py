@@ -153,6 +153,7 @@ def _tf1_reference(task, initial, batches, lr, eps, clip, layer_rate=None):
   return losses, norms, {n: v.numpy() for n, v in ref_vars.items()}
 
 
+@pytest.mark.slow
 def test_release_default_step_is_tf1_adam_on_clipped_gradients():
   """run_classifier.py's default recipe (the release: weight_decay 0, so
   tf.train.AdamOptimizer, eps 1e-8) through the trainer's compiled step."""
@@ -179,6 +180,7 @@ def _decays(name):
 
 
 @pytest.mark.parametrize("untie_r", [True, False])
+@pytest.mark.slow
 def test_release_weight_decay_step_is_adam_weight_decay_optimizer(untie_r):
   """weight_decay > 0 with the release's optimizer: AdamWeightDecayOptimizer, no bias
   correction, r_w/r_r/r_s_bias decayed (per layer with untie_r, shared without)."""
@@ -210,6 +212,7 @@ def test_release_weight_decay_step_is_adam_weight_decay_optimizer(untie_r):
   assert _decays("model/transformer/r_s_bias") and not _decays("model/lm_loss/bias")
 
 
+@pytest.mark.slow
 def test_release_layer_decay_through_the_trainer():
   """lr_layer_decay_rate with the release's method: only layer_<l> gradients scaled, after
   clipping; TF1's Adam."""
@@ -221,6 +224,7 @@ def test_release_layer_decay_through_the_trainer():
   _assert_weights(stepper.weights(), ref, 1e-6)
 
 
+@pytest.mark.slow
 def test_mpnet_default_step_is_fairseq_adam():
   """--model_type=mpnet's recipe: fairseq's Adam, betas (0.9, 0.98), eps 1e-6, no clipping,
   weight decay 0.1 on every weight (GLUE), warmup 6% of the steps."""
@@ -311,6 +315,7 @@ def _pretrain_batch(rng, vocab=40, rows=2, length=8, num_predict=3):
           "input_q": input_q, "label": np.zeros([rows], np.int32)}
 
 
+@pytest.mark.slow
 def test_resumed_run_lands_on_the_same_bytes(tmp_path):
   """PLM with memory and dropout: 6 steps in one go, and 3 steps + checkpoint + a new Stepper
   resuming + 3 steps, give byte-identical weights and memory (xla="off": three compilations
@@ -339,6 +344,7 @@ def test_resumed_run_lands_on_the_same_bytes(tmp_path):
     assert value.tobytes() == resumed.weights()[name].tobytes(), name
 
 
+@pytest.mark.slow
 def test_stepper_drives_squad_and_race_from_their_configs():
   """Any task trains from in-memory batches, built from its config alone (no data, no
   tokenizer files): SQuAD (run_squad.py's recipe: layer decay 0.75, release method) and RACE."""

@@ -116,6 +116,7 @@ def test_sentencepiece_classifier_export_gives_our_outputs_in_hugging_face(tok, 
     np.testing.assert_allclose(_run(cls, ids, mask).logits.numpy(), logits, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_sentencepiece_race_and_masked_lm_exports_give_our_outputs(tok, tmp_path):
   """The same for RACE's MPNetForMultipleChoice ([B, 4, L] rows) and the pretraining model's
   MPNetForMaskedLM (its logits at the real tokens of the classifier's rows)."""

@@ -75,6 +75,7 @@ def one_torch_thread():
   torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_mlm_pretraining_steps_follow_hugging_face(one_torch_thread):
   task = _task()
   # The trainer's step without XLA (its compile would take most of the time budget; the tool

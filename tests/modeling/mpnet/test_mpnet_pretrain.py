@@ -53,6 +53,7 @@ def test_copies_follow_80_10_10():
 
 
 @pytest.mark.parametrize("mode", ["mpnet", "plm", "mlm"])
+@pytest.mark.slow
 def test_train_step_compiles_and_learns(mode):
   config = mpnet.MPNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
                              num_attention_heads=2, intermediate_size=32,

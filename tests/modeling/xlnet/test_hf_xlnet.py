@@ -131,6 +131,7 @@ def _random_hf(kind, activation, seed):
     ("base", "gelu", "safetensors", 0), ("lm", "gelu_new", "bin", 1),
     ("cls", "gelu", "safetensors", 3), ("reg", "gelu_new", "safetensors", 5),
     ("race", "gelu_new", "safetensors", 7), ("squad", "gelu", "safetensors", 9)])
+@pytest.mark.slow
 def test_hf_dir_loads_and_exports_with_hf_numbers(tmp_path, kind, activation, fmt, seed):
   """HF dir -> ours == HF; then ours -> export_hf -> from_pretrained: all keys, == ours."""
   hf = _random_hf(kind, activation, seed=seed)
@@ -243,6 +244,7 @@ def test_errors_are_one_line_naming_the_file(tmp_path):
   assert XLNetConfig.from_json(str(release)).ff_activation == "gelu"
 
 
+@pytest.mark.slow
 def test_run_classifier_from_hf_dir_exports_hf(tmp_path, capsys):
   """run_classifier.py --model_config_path=<HF config.json> --init_checkpoint=<HF dir>
   --export_hf_dir: evaluates the HF weights, exports them unchanged (no training), then

@@ -81,6 +81,7 @@ def test_model_config_round_trip_gives_same_numbers(cls, kwargs):
 
 @pytest.mark.parametrize("size,params,n_vars", [(BASE, 116_750_336, 163),
                                                 (LARGE, 360_300_800, 319)])
+@pytest.mark.slow
 def test_released_parameter_counts(size, params, n_vars):
   model = XLNetPretrainModel(XLNetConfig(**size), RunConfig()).ensure_built()
   assert sum(int(np.prod(v.shape)) for v in model.weights) == params
@@ -112,6 +113,7 @@ def _jit_train_step(model, optimizer):
   return step
 
 
+@pytest.mark.slow
 def test_forward_and_train_step_compile_with_xla():
   run = RunConfig(dropout=0.1, dropatt=0.1, mem_len=6, reuse_len=6, bi_data=True)
   model = XLNetPretrainModel(TINY, run).ensure_built()
@@ -136,6 +138,7 @@ def test_forward_and_train_step_compile_with_xla():
   assert "HloModule" in hlo
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_matches_float32_and_trains():
   run = RunConfig(dropout=0.0, dropatt=0.0, mem_len=4, bi_data=True)
   f32 = XLNetPretrainModel(TINY, run).ensure_built()
