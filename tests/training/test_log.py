@@ -214,9 +214,12 @@ def test_start_up_noise_filtered_unless_verbose(tiny_sst2, tmp_path):
           "--init_checkpoint)") in out
   steps = [line for line in out if line.startswith("step ")]
   assert steps[0].endswith("for 2 steps, with compile") and " ETA 0:00:00" in steps[1], out
-  assert out[-3].startswith("run_classifier.py finished in 0:"), out
-  assert out[-2] == f"  model dir: {model_dir} (last checkpoint ckpt/ckpt-4, step 4)", out
-  assert out[-1].startswith("  best:      accuracy ") and "at step 4 (" in out[-1], out
+  end = [k for k, line in enumerate(out) if line.startswith("run_classifier.py finished in 0:")]
+  assert len(end) == 1, out
+  rows = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip() for line in out[end[0] + 1:]}
+  assert rows["model dir"] == f"{model_dir} (last checkpoint ckpt/ckpt-4, step 4)", out
+  assert rows["best"].startswith("accuracy ") and "at step 4 (" in rows["best"], out
+  assert "predictions" in rows, out     # the files run_classifier.py reported
 
   # a refusal: the one-line error passes the filter, the noise does not; --verbose keeps it
   quiet = _script("--task_name=sst-2", "--do_eval")
