@@ -399,21 +399,15 @@ def resolve_spec(f, model_dir):
 
 def trained_checkpoint(model_dir, log=print):
   """The checkpoint to evaluate or predict with when MODEL_DIR holds a trained run and no
-  --init_checkpoint is given: its best/ (training/best.py), else its latest; None if none."""
-  if not model_dir:
+  --init_checkpoint is given: its best/ (training/best.py), else its latest; None if none
+  (modeling/checkpoint.run_checkpoint: the rule of --init_checkpoint=RUN_DIR)."""
+  found = ckpt_lib.run_checkpoint(model_dir) if model_dir else None
+  if found is None:
     return None
-  record, best = ckpt_lib.read_best(fileio.join(model_dir, "best"))
-  if best:
-    scores = ", ".join(f"{k} {v:.4g}" for k, v in record.items()
-                       if isinstance(v, float))
-    log(f"using the run's best checkpoint {best} (step {record.get('step')}"
-        + (f": {scores})" if scores else ")"))
-    return best
-  if ckpt_lib.latest_step(model_dir) is not None:
-    path = fileio.join(model_dir, ckpt_lib.CHECKPOINT_DIR)
-    log(f"using the run's last checkpoint (step {ckpt_lib.latest_step(model_dir)}) in {path}")
-    return path
-  return None
+  prefix, said = found
+  log(f"using the run's {'best' if said.startswith('best/') else 'last'} checkpoint {prefix}: "
+      f"{said}")
+  return prefix
 
 
 def warn_small_train_set(n, batch_size, unit="examples", log=print):

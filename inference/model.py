@@ -17,12 +17,8 @@ import tensorflow as tf
 
 from data_utils import layouts
 from modeling import families
+from serving import tasks as serving_tasks
 from serving import utf8
-
-
-def _softmax(x):
-  e = np.exp(x - x.max(-1, keepdims=True))
-  return e / e.sum(-1, keepdims=True)
 
 
 def _as_list(texts, name):
@@ -155,7 +151,7 @@ class Model:
     logits = self.logits(texts, texts_b, max_length)
     if self.regression:
       return [{"score": float(v)} for v in logits]
-    probs = _softmax(logits.astype(np.float64))
+    probs = serving_tasks.softmax(logits.astype(np.float64))
     return [{"label": self.labels[int(np.argmax(row))],
              "probabilities": {label: float(p) for label, p in zip(self.labels, row)}}
             for row in probs]
