@@ -169,14 +169,10 @@ def choose_null_threshold(dataset, predictions, null_odds):
   """
   qas = _check_inputs(dataset, predictions)
   _check_null_odds(null_odds)
-  has_ans = {qa["id"]: bool(qa["answers"]) for qa in qas}
-  exact_raw, f1_raw = {}, {}
-  for qa in qas:
-    if qa["id"] not in predictions or qa["id"] not in null_odds:
-      raise InputError("predictions", f"no prediction or null odds for question {qa['id']!r}")
-    golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
-    exact_raw[qa["id"]] = max(exact(g, predictions[qa["id"]]) for g in golds)
-    f1_raw[qa["id"]] = max(f1_v2(g, predictions[qa["id"]]) for g in golds)
+  has_ans, exact_raw, f1_raw = _raw_scores(qas, predictions)
+  unscored = next((k for k in exact_raw if k not in null_odds), None)
+  if unscored is not None:
+    raise InputError("null_odds", f"no null odds for question {unscored!r}")
   best_exact, exact_thresh, _ = _threshold_search(predictions, exact_raw, null_odds, has_ans)
   best_f1, f1_thresh, answered = _threshold_search(predictions, f1_raw, null_odds, has_ans)
   threshold = f1_thresh
@@ -204,9 +200,9 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
   return _score_v2(_check_inputs(dataset, predictions), predictions, na_probs, na_prob_thresh)
 
 
-def _score_v2(qas, predictions, na_probs, na_prob_thresh=1.0):
-  if na_probs is not None:
-    _check_null_odds(na_probs)
+def _raw_scores(qas, predictions):
+  """(has_ans, exact, f1) by question id: the official script's get_raw_scores (a question
+  without a prediction stops it, as it stops the official script)."""
   has_ans, exact_raw, f1_raw = {}, {}, {}
   for qa in qas:
     has_ans[qa["id"]] = bool(qa["answers"])
@@ -223,6 +219,13 @@ def _score_v2(qas, predictions, na_probs, na_prob_thresh=1.0):
     raise InputError("predictions", f"no prediction for {len(missing)} of {len(has_ans)} "
                      f"questions (first: {missing[0]!r}); the official v2.0 script stops on "
                      "this too")
+  return has_ans, exact_raw, f1_raw
+
+
+def _score_v2(qas, predictions, na_probs, na_prob_thresh=1.0):
+  if na_probs is not None:
+    _check_null_odds(na_probs)
+  has_ans, exact_raw, f1_raw = _raw_scores(qas, predictions)
   given = na_probs is not None
   na_probs = na_probs if given else {k: 0.0 for k in predictions}
   unscored = next((k for k in exact_raw if k not in na_probs), None)
