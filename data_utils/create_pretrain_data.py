@@ -2,13 +2,14 @@
 
 Input: text files (a glob, comma-separated globs allowed), one sentence per line,
 a blank line between documents. Output in --output_dir: one TFRecord file and one
-JSON record-info per shard, named after every parameter training must match.
+JSON record-info per shard, named after their parameters. The records serve any training layout
+their lanes can (data_utils/lanes.py): written once for one GPU, they train on eight, or a pod.
 Targets (span-based, whole words), segments A/B and the factorization order are
 decided here, once; the training input pipeline only expands them.
 
   python data_utils/create_pretrain_data.py --input_glob='corpus/*.txt' \\
       --sp_model=spiece.model --output_dir=records --seq_len=512 --reuse_len=256 \\
-      --bsz_per_host=32 --num_predict=85 --num_workers=8
+      --num_lanes=32 --num_predict=85 --num_workers=8
 
 A rerun skips shards already complete from the same text, SentencePiece model and settings,
 rewrites shards whose text changed (or moved: a file added to or dropped from --input_glob) and
@@ -26,7 +27,7 @@ import sys
 
 from absl import flags
 
-from data_utils import cli_app, record_format, writer
+from data_utils import cli_app, lanes, record_format, writer
 
 flags.DEFINE_string("input_glob", None, "Text files: a glob, or several separated by commas.")
 flags.DEFINE_string("sp_model", None, "SentencePiece model with the XLNet special symbols "
@@ -39,8 +40,14 @@ flags.DEFINE_integer("reuse_len", 256, "Tokens at the start of each example that
 flags.DEFINE_integer("perm_size", None, "Factorization order is permuted within blocks of this "
                      "many tokens (default: reuse_len).")
 flags.DEFINE_integer("num_predict", 85, "Targets per example (split between the two halves).")
-flags.DEFINE_integer("bsz_per_host", 32, "Batch lanes per host (= the training batch per host).")
-flags.DEFINE_integer("num_core_per_host", 1, "Replicas per host the records are laid out for.")
+flags.DEFINE_integer("num_lanes", 32, "Lanes: independent token streams the text is cut into "
+                     "(consecutive records of a lane continue each other). Chosen for the data, "
+                     "not the hardware: " + lanes.RULE + ". More lanes serve more layouts; "
+                     "fewer keep longer continuous text per lane.")
+flags.DEFINE_alias("bsz_per_host", "num_lanes")
+flags.DEFINE_integer("num_core_per_host", 1, "Leave at 1. Earlier versions interleaved the "
+                     "lanes per replica (C > 1 writes that layout again); every layout can read "
+                     "records of either.")
 flags.DEFINE_bool("bi_data", True, "Half of the lanes read the text backwards.")
 flags.DEFINE_integer("mask_alpha", 6, "Context tokens per span group (K = alpha / beta).")
 flags.DEFINE_integer("mask_beta", 1, "Predicted tokens per group.")
@@ -65,7 +72,7 @@ def main(argv):
   params = record_format.RecordParams(
       seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
       perm_size=FLAGS.perm_size or FLAGS.reuse_len, num_predict=FLAGS.num_predict,
-      bsz_per_host=FLAGS.bsz_per_host, num_core_per_host=FLAGS.num_core_per_host,
+      bsz_per_host=FLAGS.num_lanes, num_core_per_host=FLAGS.num_core_per_host,
       bi_data=FLAGS.bi_data, mask_alpha=FLAGS.mask_alpha, mask_beta=FLAGS.mask_beta,
       span_mode=FLAGS.span_mode, uncased=FLAGS.uncased, use_eod=FLAGS.use_eod)
   try:

@@ -13,6 +13,7 @@ import re
 
 import tensorflow as tf
 
+from data_utils import lanes
 from data_utils import record_format
 from data_utils.tokenization import CLS_ID, SEP_ID
 
@@ -101,61 +102,79 @@ def expand(compact, params):
 
 def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, bi_data,
                      num_core_per_host=1, vocab_size=None, split="train", expand_records=True,
-                     repeat=True, host_id=0, num_hosts=1, skip_batches=0, verify="auto"):
-  """Batches of one replica each, in lane order, from `record_dir`.
+                     repeat=True, host_id=0, num_hosts=1, skip_steps=0, verify="auto"):
+  """This host's per-replica batches, each row continuing its own lane, from `record_dir`.
 
-  The training flags are checked against the records' info first (one-line
-  error naming what differs). Each element is one replica's batch
-  (bsz_per_host / num_core_per_host rows); consecutive elements are the
-  replicas of one step in order, so row r of replica c is always the same lane
-  and memory can be carried across steps. Files are read in order, never
-  shuffled: records of a lane continue each other. `skip_batches` skips that
-  many per-replica batches (a resumed run continues where it stopped). `verify` checks the
-  files against their record-info first (record_format.find_records: "size", "sha256",
-  "auto"); a record corrupted later is reported by tf.data as it is read (wrap the loop in
-  `named_record_errors` to have the file named).
+  The run's layout: `num_hosts` hosts of `bsz_per_host` rows over `num_core_per_host` replicas
+  each. Any layout the records can serve (data_utils/lanes.py, `lanes.RULE`) reads the same
+  record set; one it cannot serve, or flags that differ from the records' data settings, is
+  refused (ValueError, one line) before anything is read. Each element is one replica's batch
+  (bsz_per_host / num_core_per_host rows); consecutive elements are the host's replicas of one
+  step in order, and row r of a replica reads one lane of the records in order from step to
+  step, so memory can be carried. Files are never shuffled. `skip_steps` skips that many steps
+  (a resumed run continues where it stopped). `verify` checks the files against their
+  record-info first (record_format.find_records: "size", "sha256", "auto"); a record corrupted
+  later is reported by tf.data as it is read (wrap the loop in `named_record_errors` to have the
+  file named).
 
-  Returns (dataset, params, num_batch).
+  Returns (dataset, params, steps): the records' RecordParams and the steps of one pass.
   """
   expected = dict(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict,
-                  bsz_per_host=bsz_per_host, bi_data=bi_data,
-                  num_core_per_host=num_core_per_host)
+                  bi_data=bi_data)
   if vocab_size is not None:
     expected["vocab_size"] = vocab_size
-  params, files, num_batch = record_format.find_records(record_dir, split, verify, **expected)
-  files = host_files(files, split, host_id, num_hosts, record_dir)
-  ds = tf.data.TFRecordDataset(files)
-  if repeat:
-    ds = ds.repeat()
-  ds = ds.batch(bsz_per_host // num_core_per_host, drop_remainder=True)
-  if skip_batches:   # resume: the data position is the step (records are read in order)
-    ds = ds.skip(skip_batches)
+  params, files, file_steps = record_format.find_records(record_dir, split, verify,
+                                                         per_file=True, **expected)
+  layout = plan_layout(params, len(files), bsz_per_host, num_core_per_host, num_hosts,
+                       record_dir)
+  lanes_per_step = params.bsz_per_host
+  rows = tf.constant(layout.rows[:, host_id], tf.int32)      # [groups, R * b]
+  if layout.groups > 1:      # each file read once per pass, each pass its own lanes
+    pairs = [(f, g) for f in files for g in range(layout.groups)]
+    ds = tf.data.Dataset.from_tensor_slices(
+        ([f for f, _ in pairs], tf.constant([g for _, g in pairs], tf.int32)))
+    if repeat:
+      ds = ds.repeat()
+    ds = ds.flat_map(lambda f, g: tf.data.TFRecordDataset(f).batch(
+        lanes_per_step, drop_remainder=True).map(
+            lambda step: tf.gather(step, tf.gather(rows, g))))
+  else:                      # streams read side by side: only those this host's rows use
+    used = layout.host_streams(host_id)
+    parts = []
+    for s in used:
+      part = tf.data.TFRecordDataset(files[s::layout.streams])
+      parts.append((part.repeat() if repeat else part).batch(lanes_per_step,
+                                                             drop_remainder=True))
+    index = {s: k for k, s in enumerate(used)}       # stream -> its place among the read ones
+    local = [index[p // lanes_per_step] * lanes_per_step + p % lanes_per_step
+             for p in layout.rows[0, host_id].tolist()]
+    ds = tf.data.Dataset.zip(tuple(parts)).map(
+        lambda *steps: tf.gather(tf.concat(steps, 0), local))
+  if skip_steps:   # resume: the data position is the step (records are read in order)
+    ds = ds.skip(skip_steps)
+  ds = ds.map(lambda step: tf.reshape(step, [num_core_per_host, -1])).unbatch()
   ds = ds.map(lambda x: parse(x, params), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
   if expand_records:
     ds = ds.map(lambda x: expand(x, params), num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True)
-  return ds.prefetch(tf.data.AUTOTUNE), params, num_batch
+  return ds.prefetch(tf.data.AUTOTUNE), params, lanes.steps_per_epoch(layout, file_steps)
 
 
-def shard_index(path, split="train"):
-  """The shard number in a record file's name (record_format.RecordParams.record_name)."""
-  match = re.match(rf"{re.escape(split)}-(\d+)\.", path.rsplit("/", 1)[-1])
-  if not match:
-    raise ValueError(f"{path}: not a record file name ({split}-NNNNN.<params>.tfrecord)")
-  return int(match.group(1))
-
-
-def host_files(files, split, host_id, num_hosts, record_dir=""):
-  """The record files host `host_id` of `num_hosts` reads: shards whose index is host_id modulo
-  num_hosts, in shard order. The writer's `--num_tasks=N --task=t` writes shards t, t+N, ...:
-  with N = num_hosts, host t trains on what task t wrote. Every host reads whole files, so its
-  lanes (record k of a file is lane k % bsz_per_host) continue each other across files."""
-  mine = [f for f in files if shard_index(f, split) % num_hosts == host_id]
-  if not mine:
-    raise ValueError(f"{record_dir}: {len(files)} record files for {num_hosts} hosts; host "
-                     f"{host_id} gets none (shard index = host modulo {num_hosts}): write more, "
-                     "smaller shards (create_pretrain_data.py --shard_mb)")
-  return mine
+def plan_layout(params, num_files, bsz_per_host, num_core_per_host, num_hosts, record_dir=""):
+  """data_utils/lanes.plan for records of `params` in `num_files` files, read by `num_hosts`
+  hosts of `bsz_per_host` rows on `num_core_per_host` replicas; ValueError (one line naming the
+  flags and `record_dir`) when the records cannot serve that layout."""
+  where = f"{record_dir}: " if record_dir else ""
+  if bsz_per_host < 1 or num_core_per_host < 1 or bsz_per_host % num_core_per_host:
+    raise ValueError(f"--bsz_per_host={bsz_per_host} must be a positive multiple of "
+                     f"--num_core_per_host={num_core_per_host} (rows per replica)")
+  try:
+    return lanes.plan(params.bsz_per_host, num_files, num_hosts, num_core_per_host,
+                      bsz_per_host // num_core_per_host, params.bi_data,
+                      params.num_core_per_host)
+  except ValueError as e:
+    raise ValueError(f"{where}{num_hosts} host(s) x --bsz_per_host={bsz_per_host} over "
+                     f"--num_core_per_host={num_core_per_host} replicas: {e}") from None
 
 
 @contextlib.contextmanager

@@ -19,8 +19,12 @@ size (and the writer can build them as one array):
 
 Segment ids follow from a_len: reuse + A + first <sep> = 0, B + second
 <sep> = 1, <cls> = 2. Targets are the input tokens at the masked positions.
-Records are written batch by batch: record k belongs to lane k % bsz_per_host,
-and consecutive records of a lane continue each other (memory needs that).
+Records are written step by step: record k belongs to lane k % bsz_per_host (the
+lanes, named after the release's flag), and consecutive records of a lane continue each other
+(memory needs that). The lanes are chosen for the data, not the hardware: the reader assembles
+any layout they can serve (data_utils/lanes.py). Records of earlier versions written for
+num_core_per_host > 1 interleave their bi_data pairs per core and keep their `bsz-N.cores-C`
+file names; they are read the same way.
 """
 
 import concurrent.futures
@@ -47,8 +51,8 @@ class RecordParams:
   reuse_len: int = 256
   perm_size: int = 256
   num_predict: int = 85
-  bsz_per_host: int = 32
-  num_core_per_host: int = 1
+  bsz_per_host: int = 32          # lanes: record k of a file is lane k % bsz_per_host
+  num_core_per_host: int = 1      # 1; earlier versions interleaved the lanes per core
   bi_data: bool = True
   mask_alpha: int = 6
   mask_beta: int = 1
@@ -108,10 +112,16 @@ class RecordParams:
   def tag(self):
     """The part of every file name that carries the parameters."""
     return (f"seqlen-{self.seq_len}.reuse-{self.reuse_len}.perm-{self.perm_size}."
-            f"np-{self.num_predict}.bsz-{self.bsz_per_host}.cores-{self.num_core_per_host}."
+            f"np-{self.num_predict}.{self.lanes_tag()}."
             f"{'bi' if self.bi_data else 'uni'}.alpha-{self.mask_alpha}.beta-{self.mask_beta}."
             f"{self.span_mode}.{'uncased' if self.uncased else 'cased'}."
             f"{'eod' if self.use_eod else 'noeod'}.vocab-{self.vocab_size}")
+
+  def lanes_tag(self):
+    """`lanes-N`; records interleaved per core by earlier versions: `bsz-N.cores-C`."""
+    if self.num_core_per_host == 1:
+      return f"lanes-{self.bsz_per_host}"
+    return f"bsz-{self.bsz_per_host}.cores-{self.num_core_per_host}"
 
   def record_name(self, split, shard):
     return f"{split}-{shard:05d}.{self.tag()}{RECORD_SUFFIX}"
@@ -131,7 +141,7 @@ def sha256(path, chunk=8 << 20):
 
 # A writer's own files, by name: `record_name`, `info_name`, either with a `.tmp-` suffix (an
 # unfinished write). Groups: info prefix or not, split, shard index, tag.
-_TAG = (r"seqlen-\d+\.reuse-\d+\.perm-\d+\.np-\d+\.bsz-\d+\.cores-\d+\.(?:bi|uni)\.alpha-\d+\."
+_TAG = (r"seqlen-\d+\.reuse-\d+\.perm-\d+\.np-\d+\.(?:lanes-\d+|bsz-\d+\.cores-\d+)\.(?:bi|uni)\.alpha-\d+\."
         r"beta-\d+\.(?:word|piece|single)\.(?:cased|uncased)\.(?:eod|noeod)\.vocab-\d+")
 _WRITER_FILE = re.compile(rf"(?P<info>{INFO_PREFIX})?(?P<split>train|valid|test)-(?P<shard>\d{{5,}})"
                           rf"\.(?P<tag>{_TAG})(?P<ext>\.json|{re.escape(RECORD_SUFFIX)})"
@@ -184,10 +194,10 @@ def read_info(path):
   return json.loads(fileio.read_text(path))
 
 
-# Parameters that training sets through its own flags; the rest (alpha, beta,
-# span mode, eod, case) only describe how targets were drawn.
-TRAINING_KEYS = ("seq_len", "reuse_len", "num_predict", "bsz_per_host", "num_core_per_host",
-                 "bi_data", "vocab_size")
+# Parameters of the data that training must agree with (its own flags); the lanes
+# (bsz_per_host) and their earlier per-core interleave only say how the reader assembles rows
+# (data_utils/lanes.py), and the rest (alpha, beta, span mode, eod, case) how targets were drawn.
+TRAINING_KEYS = ("seq_len", "reuse_len", "num_predict", "bi_data", "vocab_size")
 
 # ---- training side: finding and checking records ----------------------------------------------
 # Every path here may be gs://...: file access goes through data_utils/fileio.py (TensorFlow is
@@ -307,7 +317,7 @@ def _none_matching(record_dir, num_infos, path, diff):
           f"{fileio.basename(path)} has {', '.join(diff)}")
 
 
-def find_records(record_dir, split="train", verify="size", **expected):
+def find_records(record_dir, split="train", verify="size", per_file=False, **expected):
   """Record files and infos in `record_dir` whose params match `expected`.
 
   Every record-info of the split is read and checked (load_info), every matching shard's file
@@ -315,7 +325,8 @@ def find_records(record_dir, split="train", verify="size", **expected):
   a record file of the matching parameters without its info is an error. `verify`: "size"
   (that only), "sha256" (also hash every file against its info: catches any altered byte, at
   ~1.4 GB/s per core), "auto" (sha256 when the files total at most AUTO_SHA256_BYTES).
-  Returns (params, [record paths], total batches). Raises FileNotFoundError or ValueError with
+  Returns (params, [record paths in shard order], total steps, or with `per_file` each
+  file's steps). Raises FileNotFoundError or ValueError with
   one line saying what is there and what differs.
   """
   infos = info_paths(record_dir, split)
@@ -334,7 +345,7 @@ def find_records(record_dir, split="train", verify="size", **expected):
     raise ValueError(_none_matching(record_dir, len(infos), *first_diff))
   if len({p for _, _, p in matching}) > 1:
     raise ValueError(f"{record_dir}: matching record files disagree on parameters; "
-                     "pass the differing ones explicitly")
+                     "keep one record set per directory")
   params = matching[0][2]
   files = [fileio.join(record_dir, info["record_file"]) for _, info, _ in matching]
   verify_records([(f, p, info) for f, (p, info, _) in zip(files, matching)], verify)
@@ -343,13 +354,13 @@ def find_records(record_dir, split="train", verify="size", **expected):
     if fileio.basename(path) not in listed:   # its shard would silently not be trained on
       raise ValueError(f"{path}: record file without a record-info (an interrupted writer?); "
                        f"{REWRITE}")
-  return params, files, sum(info["num_batch"] for _, info, _ in matching)
+  steps = [info["num_batch"] for _, info, _ in matching]
+  return params, files, steps if per_file else sum(steps)
 
 
 # ---- training side: parameters not given default to the records' ------------------------------
 # What chooses each training parameter in run_pretrain.py (vocab_size: the model config).
 _CHOSEN_BY = {"seq_len": "--seq_len", "reuse_len": "--reuse_len", "num_predict": "--num_predict",
-              "bsz_per_host": "--bsz_per_host", "num_core_per_host": "--num_core_per_host",
               "bi_data": "--bi_data/--nobi_data", "vocab_size": "the model config's vocabulary"}
 
 
@@ -361,6 +372,7 @@ class ResolvedParams:
   values: dict
   from_records: tuple
   info_files: tuple
+  params: RecordParams = None     # the chosen record set's
 
   def summary(self):
     """One line naming the values taken from the records ("" when every value was given)."""
@@ -425,7 +437,7 @@ def resolve_training_params(record_dir, split="train", **given):
   params = matching[0]
   return ResolvedParams(values={k: given.get(k, getattr(params, k)) for k in TRAINING_KEYS},
                         from_records=tuple(k for k in TRAINING_KEYS if k not in given),
-                        info_files=tuple(sets[params]))
+                        info_files=tuple(sets[params]), params=params)
 
 
 _DATA_LOSS = re.compile(r"(corrupted|truncated) record at (\d+)")

@@ -110,14 +110,19 @@ def check_output_dir(output_dir):
 def stale_shards(output_dir, params, split, num_shards):
   """This writer's files of `split` and `params` whose shard index the plan does not have
   (index >= num_shards): a record file named by its info or, without an info, a whole number
-  of this set's records (what a killed run leaves); an info of this set and shard; temporaries."""
+  of this set's records (what a killed run leaves); an info of this set and shard; temporaries.
+  Files of this set under an earlier version's name (`bsz-N.cores-1`, not `lanes-N`) are stale
+  whatever their index: the rerun writes them under today's name."""
   tag, found = params.tag(), {}
+  legacy = tag.replace(f".{params.lanes_tag()}.",
+                       f".bsz-{params.bsz_per_host}.cores-{params.num_core_per_host}.")
   for name in fileio.listdir_light(output_dir):
     parsed = record_format.writer_file(name)
-    if parsed and parsed[1] == split and parsed[3] == tag and parsed[2] >= num_shards:
+    if parsed and parsed[1] == split and (
+        (parsed[3] == tag and parsed[2] >= num_shards) or (parsed[3] == legacy != tag)):
       found[name] = parsed
   stale = []
-  for name, (kind, _, index, _, tmp) in sorted(found.items()):
+  for name, (kind, _, index, name_tag, tmp) in sorted(found.items()):
     path = fileio.join(output_dir, name)
     try:
       if tmp:
@@ -126,7 +131,7 @@ def stale_shards(output_dir, params, split, num_shards):
         info = json.loads(fileio.read_bytes_light(path).decode("utf-8"))
         ours = info.get("params") == dataclasses.asdict(params) and info.get("shard") == index
       else:
-        info_name = params.info_name(split, index)
+        info_name = params.info_name(split, index).replace(tag, name_tag)
         if info_name in found:
           info = json.loads(fileio.read_bytes_light(fileio.join(output_dir, info_name)))
           ours = info.get("record_file") == name

@@ -11,6 +11,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from data_utils import lanes
 from data_utils import pipeline
 from data_utils import record_format
 from modeling import losses
@@ -18,6 +19,8 @@ from modeling import losses
 # The metric best/ is kept by: the lowest held-out loss of the predicted targets.
 MAIN_METRIC = "lm_loss"
 LOWER_IS_BETTER = True
+# RecordParams fields that say how lanes are stored, not what the data is
+LAYOUT_KEYS = ("bsz_per_host", "num_core_per_host")
 
 
 def check_records(config, vocab_size, train_params=None):
@@ -29,15 +32,17 @@ def check_records(config, vocab_size, train_params=None):
   c = config
   where = f"--eval_record_dir={c.eval_record_dir} (split {c.eval_split})"
   try:
-    params, _, num_batch = record_format.find_records(
-        c.eval_record_dir, c.eval_split, c.verify_records, seq_len=c.seq_len,
-        reuse_len=c.reuse_len, num_predict=c.num_predict, bsz_per_host=c.bsz_per_host,
-        bi_data=c.bi_data, num_core_per_host=c.num_core_per_host, vocab_size=vocab_size)
+    params, files, file_steps = record_format.find_records(
+        c.eval_record_dir, c.eval_split, c.verify_records, per_file=True, seq_len=c.seq_len,
+        reuse_len=c.reuse_len, num_predict=c.num_predict, bi_data=c.bi_data,
+        vocab_size=vocab_size)
+    layout = pipeline.plan_layout(params, len(files), c.bsz_per_host, c.num_core_per_host, 1)
   except (FileNotFoundError, ValueError) as e:
     raise type(e)(f"{where}: {e}") from None
-  if train_params is not None:
+  num_batch = lanes.steps_per_epoch(layout, file_steps)
+  if train_params is not None:   # the lanes may differ: the reader assembles the rows
     for name, value in dataclasses.asdict(train_params).items():
-      if getattr(params, name) != value:
+      if name not in LAYOUT_KEYS and getattr(params, name) != value:
         raise ValueError(f"{where}: the held-out records have {name}={getattr(params, name)!r}, "
                          f"the training records {name}={value!r}: write them with the same "
                          "create_pretrain_data.py settings")

@@ -4,12 +4,12 @@ them), checkpoints and record verification. Read by pretraining/runner.py."""
 
 from absl import flags
 
+from data_utils import lanes
 from data_utils import record_format
 from pretraining import objectives
 
 # Parameters of the records (with reuse_len and bi_data, modeling/flags.py's record defaults).
-RECORD_FLAGS = ("seq_len", "reuse_len", "num_predict", "bsz_per_host", "num_core_per_host",
-                "bi_data")
+RECORD_FLAGS = ("seq_len", "reuse_len", "num_predict", "bi_data")
 _REC = "default: the records' value (checked against them when given)."
 
 
@@ -24,9 +24,11 @@ def define_pretrain_flags(flag_values=flags.FLAGS):
                      "(0 = off, as XLNet).", **f)
   flags.DEFINE_integer("seq_len", None, "Tokens per example; " + _REC, **f)
   flags.DEFINE_integer("num_predict", None, "Targets per example; " + _REC, **f)
-  flags.DEFINE_integer("bsz_per_host", None, "Batch per host; " + _REC, **f)
+  flags.DEFINE_integer("bsz_per_host", None, "Rows per host and step (the global batch is "
+                       "hosts x this); default: the records' lanes. One record set serves many "
+                       "layouts: " + lanes.RULE + ".", **f)
   flags.DEFINE_integer("num_core_per_host", None, "Replicas per host (TPU cores or GPUs of one "
-                       "host); " + _REC, **f)
+                       "host); default: the strategy's (its replicas / hosts).", **f)
   flags.DEFINE_string("eval_record_dir", None, "Held-out records (create_pretrain_data.py "
                       "--output_dir, from text the run does not train on, written with the "
                       "training records' settings; may be --record_dir itself with another "
@@ -45,7 +47,7 @@ def define_pretrain_flags(flag_values=flags.FLAGS):
                     "on multi-worker, every host holds all of it when saving): turn it off on "
                     "large pods; a resume then starts from empty memory.", **f)
   flags.DEFINE_integer("num_hosts", None, "Hosts of the job; optional: taken from the strategy "
-                       "(replicas / --num_core_per_host), and checked against it when given.",
+                       "(its workers or TPU hosts), and checked against it when given.",
                        **f)
   flags.DEFINE_enum("verify_records", "auto", list(record_format.VERIFY_MODES),
                     "Before training, check every record file against its record-info: size "

@@ -37,6 +37,7 @@ def run(f, model_dir, strategy):
   if resolved.from_records:
     print(resolved.summary(), flush=True)
   record = {name: resolved.values[name] for name in RECORD_FLAGS}
+  record.update(layout(f, strategy, resolved.params))
   run_config = dataclasses.replace(model_flags.run_config_from_flags(f),   # the memory's too
                                    reuse_len=record["reuse_len"], bi_data=record["bi_data"])
   config = PretrainConfig(
@@ -45,7 +46,7 @@ def run(f, model_dir, strategy):
       sp_model=f.sp_model, uncased=f.uncased,
       mpnet_permute=f.mpnet_permute,
       seed=f.seed, **training_flags.optimizer_kwargs(f),
-      num_hosts=f.num_hosts or 1, verify_records=f.verify_records,
+      verify_records=f.verify_records,
       eval_record_dir=f.eval_record_dir, eval_split=f.eval_split, eval_batches=f.eval_batches)
   task = PretrainTask(config, model_config, run_config, f.init_checkpoint,
                       export_hf_dir=f.export_hf_dir)   # written by the chief only
@@ -54,7 +55,6 @@ def run(f, model_dir, strategy):
   run = summary.current()
   if run is not None:     # the end-of-run summary's best/ line: the held-out loss
     run.metric = task.main_metric
-  distribution.num_hosts(strategy, config.num_core_per_host, f.num_hosts)
   for line in recipes.schedule_warnings(task.optimizer_settings()):
     print(line, flush=True)
   settings = run_record.settings_from_flags(
@@ -72,3 +72,18 @@ def run(f, model_dir, strategy):
                                 checkpoint_state=f.checkpoint_memory)
   with pipeline.named_record_errors(f.record_dir):   # tf.data names no file
     trainer.train()     # its end writes the export (PretrainTask.on_end: the chief's)
+
+
+def layout(f, strategy, params):
+  """{bsz_per_host, num_core_per_host, num_hosts} of the run: the flags, else the records' lanes
+  per host and the strategy's replicas per host; checked against the strategy (one line)."""
+  hosts = distribution.hosts(strategy)
+  if f.num_hosts and f.num_hosts != hosts:
+    raise ValueError(f"--num_hosts={f.num_hosts} but the strategy has {hosts} host(s)")
+  cores = f.num_core_per_host or distribution.replicas(strategy) // hosts
+  distribution.num_hosts(strategy, cores, hosts)
+  bsz = f.bsz_per_host or params.bsz_per_host
+  if not f.bsz_per_host:
+    print(f"records: {params.bsz_per_host} lanes: --bsz_per_host={bsz} ({hosts} host(s) x "
+          f"{bsz} rows, {cores} replica(s) per host)", flush=True)
+  return {"bsz_per_host": bsz, "num_core_per_host": cores, "num_hosts": hosts}

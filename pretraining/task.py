@@ -90,7 +90,7 @@ class PretrainTask(Task):
       _, train_params, _ = pipeline.pretrain_dataset(
           config.record_dir, config.seq_len, config.reuse_len, config.num_predict,
           config.bsz_per_host, config.bi_data, config.num_core_per_host, vocab_size=vocab,
-          verify=config.verify_records)
+          num_hosts=config.num_hosts, verify=config.verify_records)
     self.vocab_size = vocab
     if config.eval_record_dir:   # the trainer evaluates a task whose `evaluate` is set
       if config.eval_batches < 1:
@@ -108,9 +108,9 @@ class PretrainTask(Task):
   # ---- data and state ----------------------------------------------------------------
   def dataset(self, input_context, skip_batches=0):
     """This host's per-replica batches (one input pipeline per host: MultiWorkerMirrored and
-    TPU pods call this on every host). Host h reads shards h, h + hosts, ... (pipeline.host_files)
-    and hands consecutive elements to its num_core_per_host replicas, as the records are laid
-    out, so each replica's rows stay the same lanes from step to step."""
+    TPU pods call this on every host). Host h reads its rows' lanes (data_utils/lanes.py) and
+    hands consecutive elements to its num_core_per_host replicas, so each replica's rows stay
+    the same lanes from step to step, whatever layout the records were written on."""
     c = self.config
     if not c.record_dir:
       raise ValueError("this PretrainTask has no record_dir: feed its batches with "
@@ -119,14 +119,13 @@ class PretrainTask(Task):
     num_hosts = input_context.num_input_pipelines if input_context else 1
     replicas = input_context.num_replicas_in_sync if input_context else 1
     if replicas != num_hosts * c.num_core_per_host:
-      raise ValueError(f"the strategy has {replicas} replicas on {num_hosts} host(s) but the "
-                       f"records are laid out for --num_core_per_host={c.num_core_per_host} "
-                       "replicas per host")
+      raise ValueError(f"the strategy has {replicas} replicas on {num_hosts} host(s) but "
+                       f"--num_core_per_host={c.num_core_per_host} replicas per host")
     self.tokens_per_step = c.bsz_per_host * num_hosts * c.seq_len
     ds, _, _ = pipeline.pretrain_dataset(
         c.record_dir, c.seq_len, c.reuse_len, c.num_predict, c.bsz_per_host, c.bi_data,
         c.num_core_per_host, vocab_size=self.vocab_size, host_id=host_id,
-        num_hosts=num_hosts, skip_batches=skip_batches * c.num_core_per_host,
+        num_hosts=num_hosts, skip_steps=skip_batches,
         verify="size")                     # hashed (if at all) in __init__
     return ds
 

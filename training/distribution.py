@@ -70,10 +70,24 @@ def get_strategy(name="default", tpu=None, devices=None, tpu_zone=None, gcp_proj
   return tf.distribute.get_strategy()
 
 
+def replicas(strategy):
+  return strategy if isinstance(strategy, int) else strategy.num_replicas_in_sync
+
+
+def hosts(strategy):
+  """Input pipelines of the job: the workers of multi-worker mirrored, the hosts of a TPU
+  system, else 1."""
+  if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return max(1, strategy.extended._num_workers)  # pylint: disable=protected-access
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    return strategy.extended.num_hosts
+  return 1
+
+
 def num_hosts(strategy, num_core_per_host, expected=None):
-  """Hosts of the job: the strategy's replicas must be whole hosts of num_core_per_host (the
-  records' layout; a v3-32 pod slice: 32 replicas, 8 per host, 4 hosts). `expected`
-  (--num_hosts), when given, must agree."""
+  """Hosts of the job: the strategy's replicas must be whole hosts of num_core_per_host (a
+  v3-32 pod slice: 32 replicas, 8 per host, 4 hosts). `expected` (--num_hosts, or the
+  strategy's hosts), when given, must agree."""
   replicas = strategy if isinstance(strategy, int) else strategy.num_replicas_in_sync
   hosts, extra = divmod(replicas, num_core_per_host)
   if extra or not hosts or (expected and hosts != expected):
