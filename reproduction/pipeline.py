@@ -212,13 +212,13 @@ class Pipeline:
                   "data_utils/create_pretrain_data.py", f"--input_glob={self.data}/corpus.txt",
                   f"--sp_model={self.spm}", f"--output_dir={self.records}",
                   f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}",
-                  f"--bsz_per_host={p.batch}", f"--num_predict={p.num_predict}", "--nobi_data",
+                  f"--num_lanes={p.batch}", f"--num_predict={p.num_predict}", "--nobi_data",
                   f"--seed={self.seed}"], parse=parse_records),
         Stage("records-valid", "held-out records from the dev documents", 5, argv=[
             "data_utils/create_pretrain_data.py", f"--input_glob={self.data}/corpus-valid.txt",
             f"--sp_model={self.spm}", f"--output_dir={self.records}", "--split=valid",
             f"--seq_len={p.seq_len}", f"--reuse_len={p.reuse_len}",
-            f"--bsz_per_host={p.batch}", f"--num_predict={p.num_predict}", "--nobi_data",
+            f"--num_lanes={p.batch}", f"--num_predict={p.num_predict}", "--nobi_data",
             f"--seed={self.seed}"], parse=parse_records),
         Stage("configs", "model configs of comparable size", 1, fn=self._make_configs),
     ]

@@ -214,7 +214,7 @@ def write_configs(data, vocab):
 def steps(data, out, quickstart):
   """[(name, argv)] in order; argv after `python`."""
   sp = f"{out}/tokenizer/spiece.model"
-  rec = ["--seq_len=32", "--reuse_len=16", "--bsz_per_host=4", "--num_predict=5", "--uncased",
+  rec = ["--seq_len=32", "--reuse_len=16", "--num_lanes=4", "--num_predict=5", "--uncased",
          f"--sp_model={sp}", f"--input_glob={data}/corpus.txt"]
   train = [f"--train_steps={STEPS_PER_RUN}", "--save_every=2", "--steps_per_loop=2",
            "--learning_rate=1e-3", "--warmup_steps=1", "--deterministic", "--seed=0"]

@@ -1,8 +1,9 @@
 """run_pretrain.py's record flags default to the records' values (issue #30).
 
---seq_len, --reuse_len, --num_predict, --bsz_per_host, --num_core_per_host and --bi_data not
-given take the values of the record set in --record_dir (record_format.resolve_training_params);
-given, they choose among several record sets and are checked against the records as before.
+--seq_len, --reuse_len, --num_predict and --bi_data not given take the values of the record set
+in --record_dir (record_format.resolve_training_params); given, they choose among several record
+sets and are checked against the records as before. --bsz_per_host not given is the records'
+lanes and --num_core_per_host the strategy's replicas per host (pretraining/runner.layout).
 """
 
 import dataclasses
@@ -47,18 +48,18 @@ def test_resolve_takes_what_is_not_given_from_the_one_record_set(ram_dir):
   for shard in range(3):
     _write_info(ram_dir, P32, shard)
   resolved = record_format.resolve_training_params(ram_dir)
-  assert resolved.values == {"seq_len": 32, "reuse_len": 16, "num_predict": 5, "bsz_per_host": 4,
-                             "num_core_per_host": 1, "bi_data": True, "vocab_size": 800}
+  assert resolved.values == {"seq_len": 32, "reuse_len": 16, "num_predict": 5, "bi_data": True,
+                             "vocab_size": 800}
+  assert resolved.params == P32
   assert resolved.from_records == record_format.TRAINING_KEYS
   assert len(resolved.info_files) == 3
   assert resolved.summary() == (
-      "records: seq_len=32 reuse_len=16 num_predict=5 bsz_per_host=4 num_core_per_host=1 "
+      "records: seq_len=32 reuse_len=16 num_predict=5 "
       f"bi_data=True vocab_size=800 (from {P32.info_name('train', 0)} and 2 more)")
   given = record_format.resolve_training_params(ram_dir, seq_len=32, bi_data=None,
                                                 vocab_size=800)
   assert given.values == resolved.values          # None = not given
-  assert given.from_records == ("reuse_len", "num_predict", "bsz_per_host", "num_core_per_host",
-                                "bi_data")
+  assert given.from_records == ("reuse_len", "num_predict", "bi_data")
   every = record_format.resolve_training_params(ram_dir, **resolved.values)
   assert every.from_records == () and every.summary() == ""
 
@@ -104,7 +105,7 @@ def test_resolve_names_every_differing_parameter_and_the_flags(ram_dir):
     record_format.resolve_training_params(ram_dir)
   assert str(e.value).endswith(
       "2 record sets, differing in seq_len (32 or 48), bsz_per_host (2 or 4), bi_data (False or "
-      "True); pass --seq_len and --bsz_per_host and --bi_data/--nobi_data to choose one")
+      "True); pass --seq_len and --bi_data/--nobi_data to choose one")
   # sets that differ only where no training flag chooses
   _write_info(ram_dir, dataclasses.replace(P32, span_mode="single"), 0)
   with pytest.raises(ValueError) as e:
@@ -185,8 +186,9 @@ def test_run_pretrain_with_its_defaults_trains_on_the_writers_defaults(setup, ta
   out = capsys.readouterr().out
   line = [text for text in out.splitlines() if text.startswith("records: ")]
   assert line == [f"records: seq_len={ph.SEQ} reuse_len={ph.REUSE} num_predict={ph.NP} "
-                  f"bsz_per_host={ph.BSZ} num_core_per_host=1 bi_data=True (from "
-                  f"{params.info_name('train', 0)})"], out[-3000:]
+                  f"bi_data=True (from {params.info_name('train', 0)})",
+                  f"records: {ph.BSZ} lanes: --bsz_per_host={ph.BSZ} (1 host(s) x {ph.BSZ} "
+                  "rows, 1 replica(s) per host)"], out[-3000:]
   assert "step 2/2 loss " in out and fileio.exists(str(tmp_path / "m" / "export"))   # trained
   [(config, given_run_config, run_config)] = tasks
   for key in ("seq_len", "reuse_len", "num_predict", "bsz_per_host", "num_core_per_host",

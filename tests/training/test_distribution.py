@@ -123,14 +123,19 @@ def shards(tmp_path_factory, text_and_sp):
 
 
 def test_host_h_reads_what_writer_task_h_wrote(shards):
+  """The release's multi-host layout (records written per host, --num_tasks=hosts): 2 hosts of
+  bsz_per_host rows over records of bsz_per_host lanes read 2 files side by side, host h the
+  files of writer task h only."""
   base, _ = shards
-  _, files, _ = record_format.find_records(base + "/all")
+  params, files, _ = record_format.find_records(base + "/all")
   _, task1, _ = record_format.find_records(base + "/task1")
   assert len(files) >= 4
-  host1 = pipeline.host_files(files, "train", 1, 2)
-  assert [os.path.basename(f) for f in host1] == [os.path.basename(f) for f in task1]
-  with pytest.raises(ValueError, match="host 7 gets none"):
-    pipeline.host_files(files, "train", 7, 8)
+  layout = pipeline.plan_layout(params, len(files), ph.BSZ, 2, 2)
+  assert (layout.streams, layout.groups) == (2, 1)
+  assert layout.host_streams(1) == [1]
+  assert [os.path.basename(f) for f in files[1::2]] == [os.path.basename(f) for f in task1]
+  with pytest.raises(ValueError, match="needs 16 files read side by side"):
+    pipeline.plan_layout(params, len(files[:2]), ph.BSZ, 2, 16)
 
 
 def test_each_replica_has_static_shapes_and_keeps_its_lanes(shards):
@@ -145,7 +150,7 @@ def test_each_replica_has_static_shapes_and_keeps_its_lanes(shards):
   # This host's records in file order, batch by batch: step s hands rows [c*2, c*2+2) of its
   # batch s to replica c (records k of a file is lane k % bsz_per_host).
   params, files, _ = record_format.find_records(base + "/all")
-  raw = tf.data.TFRecordDataset(pipeline.host_files(files, "train", host, 2)).batch(ph.BSZ)
+  raw = tf.data.TFRecordDataset(files[host::2]).batch(ph.BSZ)    # host h: its writer task's
   host_batches = [pipeline.parse(b, params)["input_ids"].numpy() for b in raw.take(skip + 3)]
   got = [b["input_ids"].numpy() for b in ds.take(6)]
   for i, element in enumerate(got):
