@@ -61,6 +61,13 @@ flags.DEFINE_integer("num_tasks", 1, "Machines sharing the work.")
 flags.DEFINE_integer("task", 0, "This machine's index in [0, num_tasks).")
 flags.DEFINE_integer("num_workers", 1, "Processes on this machine.")
 flags.DEFINE_float("shard_mb", 32, "Megabytes (MiB) of text per shard (cut at document ends).")
+flags.DEFINE_string("runner", "local", "local: processes on this machine (--num_workers, "
+                    "--num_tasks). Or an Apache Beam runner (pip install -e '.[beam]'): "
+                    "DirectRunner (in-process, to try the pipeline), DataflowRunner, FlinkRunner, "
+                    "SparkRunner; the same shards, bytes and manifest (data_utils/beam_writer.py).")
+flags.DEFINE_string("beam_pipeline_options", "", "With a Beam --runner: Beam's pipeline options, "
+                    "one string as on a command line, e.g. '--project=P --region=R "
+                    "--temp_location=gs://B/tmp --setup_file=./pyproject.toml'.")
 FLAGS = flags.FLAGS
 
 
@@ -76,10 +83,7 @@ def main(argv):
       bi_data=FLAGS.bi_data, mask_alpha=FLAGS.mask_alpha, mask_beta=FLAGS.mask_beta,
       span_mode=FLAGS.span_mode, uncased=FLAGS.uncased, use_eod=FLAGS.use_eod)
   try:
-    summary = writer.create(FLAGS.input_glob, FLAGS.sp_model, FLAGS.output_dir, params,
-                            split=FLAGS.split, seed=FLAGS.seed, num_tasks=FLAGS.num_tasks,
-                            task=FLAGS.task, num_workers=FLAGS.num_workers,
-                            shard_bytes=int(FLAGS.shard_mb * (1 << 20)))
+    summary = _create(params)
   except (FileNotFoundError, ValueError) as e:
     sys.exit(f"create_pretrain_data.py: {e}")
   rate = summary["tokens"] / max(summary["seconds"], 1e-9)
@@ -87,6 +91,23 @@ def main(argv):
         f"complete, {summary['skipped_shards']} too short), {summary['records']:,} records, "
         f"{summary['tokens']:,} tokens in {summary['seconds']:.1f}s ({rate:,.0f} tokens/s), "
         f"{summary['bad_lines']} undecodable lines skipped -> {FLAGS.output_dir}")
+
+
+def _create(params):
+  """The writer the --runner names: local processes, or Apache Beam (imported only then)."""
+  common = dict(split=FLAGS.split, seed=FLAGS.seed, num_workers=FLAGS.num_workers,
+                shard_bytes=int(FLAGS.shard_mb * (1 << 20)))
+  if FLAGS.runner == "local":
+    return writer.create(FLAGS.input_glob, FLAGS.sp_model, FLAGS.output_dir, params,
+                         num_tasks=FLAGS.num_tasks, task=FLAGS.task, **common)
+  if FLAGS.num_tasks != 1 or FLAGS.task != 0:
+    raise ValueError(f"--num_tasks={FLAGS.num_tasks} --task={FLAGS.task}: with "
+                     f"--runner={FLAGS.runner} the runner spreads the shards; leave both unset")
+  from data_utils import beam_writer  # pylint: disable=import-outside-toplevel
+  beam_writer.check(FLAGS.runner, FLAGS.beam_pipeline_options)      # (before any work)
+  return beam_writer.create(FLAGS.input_glob, FLAGS.sp_model, FLAGS.output_dir, params,
+                            runner=FLAGS.runner, pipeline_options=FLAGS.beam_pipeline_options,
+                            **common)
 
 
 def run(argv):

@@ -34,7 +34,8 @@ import logging
 
 import numpy as np
 
-from data_utils import fileio, fingerprint, outputs, record_format, rerun, sampling, tfrecord
+from data_utils import (fileio, fingerprint, manifest, outputs, record_format, rerun, sampling,
+                        tfrecord)
 from data_utils.tokenization import CLS_ID, EOD_ID, SEP_ID, Tokenizer
 
 log = logging.getLogger("create_pretrain_data")
@@ -343,16 +344,37 @@ def _names(params, split, shard):
   return params.record_name(split, shard.index), params.info_name(split, shard.index)
 
 
-def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_tasks=1, task=0,
-           num_workers=1, shard_bytes=32 << 20, progress=print):
-  """Writes the records of this task's shards; returns a summary dict.
+@dataclasses.dataclass
+class Plan:
+  """What a run writes, once `prepare` has checked and cleaned: every shard of the split (the
+  same plan for every task and runner), this task's, and those of them still to write."""
+  params: record_format.RecordParams    # vocab_size from the SentencePiece model
+  shards: list
+  mine: list
+  todo: list
+  sp_model: str
+  sp_sha: str
+  output_dir: str
+  split: str
+  seed: int
+  paths: list          # the input files
+  empty: list
+  outdated: int
+  stale: list
 
-  Raises FileNotFoundError / ValueError with a one-line message for bad flags, inputs or
-  --output_dir (check_output_dir), before anything is written. Afterwards `output_dir` holds,
-  for this split and parameter set, exactly what a run into an empty directory would write
-  (once every task has run): see the module docstring.
-  """
-  import time
+  def job(self, shard):
+    """`write_shard`'s argument for SHARD."""
+    return (shard, self.params, self.sp_model, self.output_dir, self.split, self.seed,
+            self.sp_sha)
+
+
+def prepare(input_glob, sp_model, output_dir, params, split="train", seed=0, num_tasks=1,
+            task=0, num_workers=1, shard_bytes=32 << 20, progress=print):
+  """Checks the flags, inputs and --output_dir (FileNotFoundError / ValueError, one line, before
+  anything is written), plans the shards, claims --output_dir and clears what this task's rerun
+  replaces: leftovers of its shards, infos of the shards it rewrites, shards no longer planned,
+  and the set's manifest if any of that changes the set. Returns a Plan. Both runners (local
+  processes: `create`; Apache Beam: data_utils/beam_writer.py) start here."""
   if not 0 <= task < num_tasks:
     raise ValueError(f"--task={task} must be in [0, --num_tasks={num_tasks})")
   if num_workers < 1:
@@ -375,6 +397,9 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
     states = list(pool.map(
         lambda s: rerun.shard_state(params, output_dir, split, s, sp_sha, seed), mine))
   todo = [s for s, state in zip(mine, states) if state != "done"]
+  stale = rerun.stale_shards(output_dir, params, split, len(shards))
+  if todo or stale:      # the manifest first: it never describes shards that are not there
+    manifest.remove(output_dir, params, split)
   # Leftovers of an interrupted run of these shards (never another task's): temporary objects,
   # and the info of a shard about to be rewritten (so no info ever describes another file).
   # Then the shards the plan no longer has (every task's plan has the same shards).
@@ -386,21 +411,38 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
   for s in todo:
     with contextlib.suppress(Exception):
       fileio.remove_light(fileio.join(output_dir, params.info_name(split, s.index)))
-  stale = rerun.stale_shards(output_dir, params, split, len(shards))
   for path in stale:
     with contextlib.suppress(Exception):
       fileio.remove_light(path)
+  return Plan(params, shards, mine, todo, sp_model, sp_sha, output_dir, split, seed, paths, empty,
+              states.count("outdated"), stale)
+
+
+def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_tasks=1, task=0,
+           num_workers=1, shard_bytes=32 << 20, progress=print):
+  """Writes the records of this task's shards, then the manifest if every shard of the split is
+  complete (data_utils/manifest.py); returns a summary dict.
+
+  Raises FileNotFoundError / ValueError with a one-line message for bad flags, inputs or
+  --output_dir (check_output_dir), before anything is written. Afterwards `output_dir` holds,
+  for this split and parameter set, exactly what a run into an empty directory would write
+  (once every task has run): see the module docstring.
+  """
+  import time
+  plan = prepare(input_glob, sp_model, output_dir, params, split, seed, num_tasks, task,
+                 num_workers, shard_bytes, progress)
+  params, shards, mine, todo, stale = plan.params, plan.shards, plan.mine, plan.todo, plan.stale
+  paths, empty, outdated = plan.paths, plan.empty, plan.outdated
   if num_workers > 1 and (output_dir.startswith("ram://")
                           or any(p.startswith("ram://") for p in paths)):
     num_workers = 1      # ram:// lives in one process's memory: workers would not see it
-  outdated = states.count("outdated")
   progress(f"{len(paths)} files, {len(shards)} shards; task {task}/{num_tasks} has {len(mine)}, "
            f"{len(mine) - len(todo)} already complete, {len(todo)} to write"
            + (f" ({outdated} made from other inputs or settings)" if outdated else "")
            + (f", {len(stale)} stale file(s) of shards no longer planned removed"
               if stale else "")
            + f" with {num_workers} worker(s) -> {output_dir}")
-  jobs = [(s, params, sp_model, output_dir, split, seed, sp_sha) for s in todo]
+  jobs = [plan.job(s) for s in todo]
   total = sum(s.size() for s in todo)
   done_bytes, summary, start = 0, {"shards": 0, "records": 0, "tokens": 0, "bad_lines": 0,
                                    "skipped_shards": 0}, time.time()
@@ -441,6 +483,7 @@ def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_
     if pool is not None:
       pool.close()
       pool.join()
+  manifest.write_when_complete(plan, {s.index for s in mine}, num_workers, progress)
   summary.update(seconds=time.time() - start, params=params, empty_files=len(empty),
                  total_shards=len(shards), already_complete=len(mine) - len(todo),
                  outdated=outdated, removed=len(stale))
