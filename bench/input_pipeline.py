@@ -95,7 +95,7 @@ def consumption():
        f"{bert / 1e12:.2f} / {xlnet / 1e12:.2f} TFLOP per example (BERT-Large / XLNet-Large)")]
 
 
-# ---- data -----------------------------------------------------------------------------------------
+# ---- data ---------------------------------------------------------------------------------------
 def _run(command, what):
   """Runs a project script with this checkout first on its path; one-line error on failure."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
@@ -170,7 +170,7 @@ def prepare_model_garden(mg, work, text, sp_model, lanes, seed):
   return os.path.join(final, "*.tfrecord")
 
 
-# ---- timing ---------------------------------------------------------------------------------------
+# ---- timing -------------------------------------------------------------------------------------
 def _cpu_seconds():
   own = resource.getrusage(resource.RUSAGE_SELF)
   return own.ru_utime + own.ru_stime
@@ -213,7 +213,7 @@ def summarise(timings):
   return out
 
 
-# ---- output ---------------------------------------------------------------------------------------
+# ---- output -------------------------------------------------------------------------------------
 def check_out(path):
   """--out may be new, or a JSON this bench wrote; anything else is refused before any work."""
   if os.path.isdir(path):
