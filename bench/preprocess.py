@@ -4,7 +4,9 @@ Input: ~9 MB of English text (Python's stdlib docstrings, repeated to size), one
 sentence per line, blank lines between documents; a 4k-piece SentencePiece
 model trained on it; seq_len 256, reuse_len 128, batch 8, num_predict 43, bi_data.
 Reports, in one run: SentencePiece encoding alone (tokens/s, one core), the
-whole writer end to end with 1 and 2 workers (input tokens/s), each run's speed
+whole writer end to end with 1 and 2 workers (input tokens/s), the same writer on Apache Beam's
+in-process direct runner (data_utils/beam_writer.py; skipped with a note when apache_beam is not
+installed, or with --no-beam), each run's speed
 as a fraction of the encode runs just before and after it (median over the repeats), with
 --script the same for create_pretrain_data.py as a whole process, and bytes per
 stored record and per sequence position.
@@ -74,6 +76,26 @@ def report(results, name, n_tokens, pairs):
                                                            min(r[k] for _, r in pairs))
 
 
+def _beam_row(results, args, text, sp, n_tokens, encode_only):
+  """The writer end to end on Beam's in-process direct runner (one process, one bundle at a
+  time): what the pipeline costs next to the local runner's rows."""
+  try:
+    from data_utils import beam_writer  # noqa: PLC0415 (optional: the [beam] extra)
+  except ImportError:
+    beam_writer = None
+  if beam_writer is None or beam_writer.beam is None:
+    print("end_to_end_beam_direct_runner: skipped (apache_beam is not installed: "
+          "pip install -e '.[beam]')")
+    return
+  out = os.path.join(args.work_dir, "records_beam")
+  def run():
+    shutil.rmtree(out, ignore_errors=True)
+    return timed(beam_writer.create, text, sp, out, PARAMS, runner="DirectRunner",
+                 shard_bytes=int(args.shard_mb * 1e6), progress=lambda m: None)
+  report(results, "end_to_end_beam_direct_runner", n_tokens,
+         paired(encode_only, run, args.repeats))
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--work_dir", default="/tmp/xlnet_bench")
@@ -82,6 +104,8 @@ def main():
   parser.add_argument("--workers", default="1,2")
   parser.add_argument("--repeats", type=int, default=3, help="runs per setting (best rate, "
                       "median ratio)")
+  parser.add_argument("--beam", action=argparse.BooleanOptionalAction, default=True,
+                      help="also time the writer on Beam's DirectRunner (needs apache_beam)")
   parser.add_argument("--script", action="store_true", help="also time data_utils/"
                       "create_pretrain_data.py as a whole process (start-up included)")
   args = parser.parse_args()
@@ -116,6 +140,8 @@ def main():
       return timed(writer.create, text, sp, out, PARAMS, num_workers=workers,
                    shard_bytes=int(args.shard_mb * 1e6), progress=lambda m: None)
     report(results, f"end_to_end_{workers}_workers", n_tokens, paired(encode_only, run, args.repeats))
+  if args.beam:
+    _beam_row(results, args, text, sp, n_tokens, encode_only)
   if args.script:
     out = os.path.join(args.work_dir, "records_script")
     command = [sys.executable, os.path.join(ROOT, "data_utils", "create_pretrain_data.py"),
@@ -142,6 +168,9 @@ def main():
   one = results.get("end_to_end_1_workers_tokens_per_s_wall")
   if one and "end_to_end_2_workers_tokens_per_s_wall" in results:
     results["speedup_2_workers_wall"] = results["end_to_end_2_workers_tokens_per_s_wall"] / one
+  if one and "end_to_end_beam_direct_runner_tokens_per_s_wall" in results:
+    results["beam_direct_runner_vs_1_worker_wall"] = (
+        results["end_to_end_beam_direct_runner_tokens_per_s_wall"] / one)
   for key, value in results.items():
     print(f"{key:52s} {value:,.3f}" if isinstance(value, float) else
           f"{key:52s} {value:,}" if isinstance(value, int) else f"{key:52s} {value}")

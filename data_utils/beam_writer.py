@@ -28,12 +28,12 @@ installed (Dataflow: --setup_file=./pyproject.toml) and read and write through t
 """
 
 import contextlib
+import io
 import json
 import logging
 import shlex
 
 from data_utils import fileio, manifest, rerun, writer
-
 
 
 def _import_beam():
@@ -77,11 +77,14 @@ def check(runner, pipeline_options=""):
     raise ValueError("--beam_pipeline_options: give the runner as --runner, not in these options")
   from apache_beam.options.pipeline_options import PipelineOptions  # noqa: PLC0415
   options = PipelineOptions(args)
+  said = io.StringIO()
   try:
-    options.get_all_options(retain_unknown_options=False)
-  except SystemExit:      # argparse's answer to a bad value: its message went to stderr
-    raise ValueError(f"--beam_pipeline_options={pipeline_options!r}: Beam refused them "
-                     "(see the message above)") from None
+    with contextlib.redirect_stderr(said):     # argparse's usage and error lines
+      options.get_all_options(retain_unknown_options=False)
+  except SystemExit:
+    error = (said.getvalue().strip().splitlines() or ["refused"])[-1].partition("error: ")
+    raise ValueError(f"--beam_pipeline_options={pipeline_options!r}: "
+                     f"{error[2] or error[0]}") from None
   if runner == "DirectRunner":
     from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner  # noqa: PLC0415
     return BundleBasedDirectRunner(), options

@@ -19,7 +19,17 @@ project; anything else is refused before any work. --num_tasks/--task split the 
 machines. The bytes written depend on --seed, never on the number of workers.
 --input_glob, --sp_model and --output_dir may be local paths or tf.io.gfile URLs (gs://...):
 each shard's records are written straight to --output_dir under a temporary name and renamed,
-its record-info last, so a rerun skips finished shards and never sees a partial one.
+its record-info last, so a rerun skips finished shards and never sees a partial one. When every
+shard of the split is complete, a manifest (manifest-SPLIT.TAG.json: counts, settings, input
+fingerprints and each shard's sha256; data_utils/manifest.py) is written last.
+
+--runner=DataflowRunner (FlinkRunner, SparkRunner; DirectRunner to try it locally) writes the
+same shards, bytes and manifest on Apache Beam (pip install -e '.[beam]'):
+
+  python data_utils/create_pretrain_data.py --runner=DataflowRunner \\
+      --beam_pipeline_options='--project=P --region=R --temp_location=gs://B/tmp \\
+      --setup_file=./pyproject.toml' --input_glob='gs://B/corpus/*.txt' \\
+      --sp_model=gs://B/spiece.model --output_dir=gs://B/records ...
 """
 
 import os

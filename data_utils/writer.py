@@ -20,7 +20,11 @@ directory once the inputs have passed their checks. Each record-info names the t
 seed its shard was made from; a rerun skips the shards made from exactly what it would use,
 rewrites the others and removes the shards the plan no longer has (data_utils/rerun.py: the rule,
 and why it is safe with --num_tasks), so the directory ends as a run into an empty one would
-leave it.
+leave it. Once every planned shard of the split is complete, the run (with --num_tasks: the task)
+that finds them so writes the set's manifest last (data_utils/manifest.py); a run about to
+rewrite or remove shards removes it first. `prepare` (checks, plan, claim, clean-up) is shared
+with the Apache Beam runner (data_utils/beam_writer.py), which writes each shard with
+`write_shard` too.
 """
 
 
@@ -403,7 +407,8 @@ def prepare(input_glob, sp_model, output_dir, params, split="train", seed=0, num
   # Leftovers of an interrupted run of these shards (never another task's): temporary objects,
   # and the info of a shard about to be rewritten (so no info ever describes another file).
   # Then the shards the plan no longer has (every task's plan has the same shards).
-  prefixes = tuple(name + fileio.TMP_MARK for s in mine for name in _names(params, split, s))
+  prefixes = tuple(name + fileio.TMP_MARK for s in mine for name in _names(params, split, s)) + (
+      manifest.manifest_name(params, split) + fileio.TMP_MARK,)
   for name in fileio.listdir_light(output_dir):
     if name.startswith(prefixes):
       with contextlib.suppress(Exception):

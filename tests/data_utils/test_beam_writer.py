@@ -151,6 +151,9 @@ def test_script_with_direct_runner(tmp_path, text_and_sp, local):
                                                  "--runner=DirectRunner the runner spreads"),
     (["--runner=DirectRunner", "--beam_pipeline_options=--runner=DataflowRunner"],
      "--beam_pipeline_options: give the runner as --runner"),
+    (["--runner=DirectRunner", "--beam_pipeline_options=--direct_num_workers=two"],
+     "--beam_pipeline_options='--direct_num_workers=two': argument --direct_num_workers: "
+     "invalid int value: 'two'"),
 ])
 def test_script_refuses_in_one_line_before_any_work(tmp_path, text_and_sp, extra, message):
   text, sp = text_and_sp
@@ -160,3 +163,10 @@ def test_script_refuses_in_one_line_before_any_work(tmp_path, text_and_sp, extra
   assert run.stderr.startswith("create_pretrain_data.py: " + message), run.stderr
   assert len(run.stderr.strip().splitlines()) == 1, run.stderr
   assert not out.exists()
+
+
+def test_without_beam_the_runner_is_refused_in_one_line(monkeypatch):
+  monkeypatch.setattr(beam_writer, "beam", None)
+  with pytest.raises(ValueError, match=r"^--runner=DataflowRunner needs Apache Beam, which is "
+                     r"not installed: pip install -e '\.\[beam\]'$"):
+    beam_writer.check("DataflowRunner", "--project=p")
