@@ -177,9 +177,10 @@ def _cpu_seconds():
 
 
 def time_rows(makers, examples, rounds, warmup):
-  """{row: [(examples, cpu s, wall s)] per round}: each round builds each row's dataset (order
-  rotated), draws `warmup` untimed batches, then times whole batches up to `examples[row]`."""
-  names, timings = list(makers), {name: [] for name in makers}
+  """({row: [(examples, cpu s, wall s)] per round}, {row: bytes per example of an element}):
+  each round builds each row's dataset (order rotated), draws `warmup` untimed batches, then
+  times whole batches up to `examples[row]`."""
+  names, timings, sizes = list(makers), {name: [] for name in makers}, {}
   for r in range(rounds):
     for name in names[r % len(names):] + names[:r % len(names)]:
       ds = makers[name]()
@@ -187,6 +188,7 @@ def time_rows(makers, examples, rounds, warmup):
       for _ in range(warmup):
         batch = next(it)
       rows = int(next(iter(batch.values())).shape[0])
+      sizes[name] = sum(t.shape.num_elements() * t.dtype.size for t in batch.values()) / rows
       steps = max(1, -(-examples[name] // rows))
       cpu, wall = _cpu_seconds(), time.perf_counter()
       for _ in range(steps):
@@ -194,15 +196,16 @@ def time_rows(makers, examples, rounds, warmup):
       timings[name].append((steps * rows, _cpu_seconds() - cpu, time.perf_counter() - wall))
       del it, ds, batch        # its background threads stop before the next row is timed
       gc.collect()
-  return timings
+  return timings, sizes
 
 
-def summarise(timings):
-  """Per row: median examples per CPU second and per wall second; ratios between rows as the
-  median of the per-round ratios (CPU time)."""
+def summarise(timings, sizes):
+  """Per row: median examples per CPU second and per wall second, bytes per example handed to
+  the step; ratios between rows as the median of the per-round ratios (CPU time)."""
   out = {}
   for name, runs in timings.items():
     out[name] = {"examples_per_cpu_s": statistics.median(n / c for n, c, _ in runs),
+                 "bytes_per_example": sizes[name],
                  "examples_per_wall_s": statistics.median(n / w for n, _, w in runs),
                  "cpu_over_wall": statistics.median(c / w for _, c, w in runs),
                  "rounds_examples_cpu_wall": runs}
@@ -231,12 +234,13 @@ def check_out(path):
 
 def table(results, accelerators):
   """The printed table: one line per measured row, then cores needed per accelerator."""
-  lines = [f"{'row':14s} {'ex/s per core (CPU)':>20s} {'ex/s (wall)':>12s} {'CPU/wall':>9s}"]
+  lines = [f"{'row':14s} {'ex/s per core (CPU)':>20s} {'ex/s (wall)':>12s} {'CPU/wall':>9s} "
+           f"{'bytes/example':>14s}"]
   rows = [r for r in ROWS if r in results]
   for r in rows:
     x = results[r]
     lines.append(f"{r:14s} {x['examples_per_cpu_s']:20,.0f} {x['examples_per_wall_s']:12,.0f} "
-                 f"{x['cpu_over_wall']:9.2f}")
+                 f"{x['cpu_over_wall']:9.2f} {x['bytes_per_example']:14,.0f}")
   if "ours_expand_vs_model_garden_cpu" in results:
     lines.append(f"ours_expand / model_garden (CPU time): "
                  f"{results['ours_expand_vs_model_garden_cpu']:.2f}x")
@@ -353,7 +357,7 @@ def main():
   # parsing alone is ~25x cheaper than expanding: timed over more examples to last as long
   counts = {name: args.examples * (COMPACT_FACTOR if name == "ours_compact" else 1)
             for name in makers}
-  results = summarise(time_rows(makers, counts, args.rounds, args.warmup))
+  results = summarise(*time_rows(makers, counts, args.rounds, args.warmup))
   accelerators = consumption()
   print(table(results, accelerators))
   for name, _, how in accelerators:
