@@ -21,8 +21,11 @@ to the pipeline at all; with nothing to write, no job is started.
 
 DirectRunner here is Beam's in-process direct runner (BundleBasedDirectRunner: it retries a
 failed bundle, and ram:// paths, which live in one process, work): Beam's own DirectRunner would
-first try the Prism runner, a binary it downloads. It is for trying a pipeline out: the local
-runner (--runner=local, processes) is the fast way to write on one machine. Every other runner
+first try the Prism runner, a binary it downloads. With --beam_pipeline_options=
+'--direct_running_mode=multi_processing --direct_num_workers=N' it is Beam's portable direct
+runner (FnApiRunner) with N worker processes, each DoFn pickled and sent to them as a cluster's
+workers get it (no retries there). Both are for trying a pipeline out: the local runner
+(--runner=local, processes) is the fast way to write on one machine. Every other runner
 gets its name and --beam_pipeline_options as Beam parses them; its workers need this project
 installed (Dataflow: --setup_file=./pyproject.toml) and read and write through tf.io.gfile.
 """
@@ -86,9 +89,19 @@ def check(runner, pipeline_options=""):
     raise ValueError(f"--beam_pipeline_options={pipeline_options!r}: "
                      f"{error[2] or error[0]}") from None
   if runner == "DirectRunner":
+    if _worker_processes(options):
+      from apache_beam.runners.portability.fn_api_runner import fn_runner  # noqa: PLC0415
+      return fn_runner.FnApiRunner(), options
     from apache_beam.runners.direct.direct_runner import BundleBasedDirectRunner  # noqa: PLC0415
     return BundleBasedDirectRunner(), options
   return runner, options
+
+
+def _worker_processes(options):
+  """Whether the direct runner was asked for worker processes
+  (--direct_running_mode=multi_processing)."""
+  from apache_beam.options.pipeline_options import DirectOptions  # noqa: PLC0415
+  return options.view_as(DirectOptions).direct_running_mode == "multi_processing"
 
 
 class WriteShard(beam.DoFn if beam is not None else object):
@@ -151,6 +164,10 @@ def create(input_glob, sp_model, output_dir, params, runner="DirectRunner", pipe
   Plan (default: the shards still to write). Returns a summary dict like writer.create's."""
   import time  # noqa: PLC0415
   beam_runner, options = check(runner, pipeline_options)
+  urls = [p for p in (input_glob, sp_model, output_dir) if str(p).startswith("ram://")]
+  if urls and (runner != "DirectRunner" or _worker_processes(options)):
+    raise ValueError(f"{urls[0]}: ram:// lives in this process's memory; its workers cannot see "
+                     "it (use --runner=DirectRunner without --direct_running_mode)")
   plan = writer.prepare(input_glob, sp_model, output_dir, params, split, seed,
                         num_workers=num_workers, shard_bytes=shard_bytes, progress=progress)
   todo = plan.todo

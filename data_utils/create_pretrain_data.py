@@ -77,7 +77,9 @@ flags.DEFINE_string("runner", "local", "local: processes on this machine (--num_
                     "SparkRunner; the same shards, bytes and manifest (data_utils/beam_writer.py).")
 flags.DEFINE_string("beam_pipeline_options", "", "With a Beam --runner: Beam's pipeline options, "
                     "one string as on a command line, e.g. '--project=P --region=R "
-                    "--temp_location=gs://B/tmp --setup_file=./pyproject.toml'.")
+                    "--temp_location=gs://B/tmp --setup_file=./pyproject.toml' (Dataflow), or "
+                    "'--direct_running_mode=multi_processing --direct_num_workers=N' (DirectRunner "
+                    "with N worker processes; in-process otherwise).")
 FLAGS = flags.FLAGS
 
 

@@ -135,12 +135,19 @@ def _flags(text, sp, out):
           f"--shard_mb={SHARD / (1 << 20)}"]
 
 
-def test_script_with_direct_runner(tmp_path, text_and_sp, local):
+@pytest.mark.parametrize("options", [
+    "", "--direct_running_mode=multi_processing --direct_num_workers=2"])
+def test_script_with_direct_runner(tmp_path, text_and_sp, local, options):
+  """In-process, and with two worker processes (each shard written in another process, from a
+  pickled DoFn, as on a cluster)."""
   text, sp = text_and_sp
   out = tmp_path / "cli"
-  run = _script(*_flags(text, sp, out), "--runner=DirectRunner")
+  run = _script(*_flags(text, sp, out), "--runner=DirectRunner",
+                f"--beam_pipeline_options={options}")
   assert run.returncode == 0, run.stderr
   assert "on DirectRunner" in run.stdout and "manifest: " in run.stdout
+  if options:     # Beam's worker processes said they started (their log goes to stderr)
+    assert run.stderr.count("Python sdk harness starting") == 2, run.stderr[-3000:]
   _assert_same(_files(str(out)), local)
 
 
@@ -163,6 +170,14 @@ def test_script_refuses_in_one_line_before_any_work(tmp_path, text_and_sp, extra
   assert run.stderr.startswith("create_pretrain_data.py: " + message), run.stderr
   assert len(run.stderr.strip().splitlines()) == 1, run.stderr
   assert not out.exists()
+
+
+def test_ram_urls_need_the_in_process_runner(text_and_sp):
+  text, sp = text_and_sp
+  with pytest.raises(ValueError, match=r"^ram://beamx/out: ram:// lives in this process's "):
+    beam_writer.create(text, sp, "ram://beamx/out", PARAMS, runner="DirectRunner",
+                       pipeline_options="--direct_running_mode=multi_processing")
+  assert not fileio.exists("ram://beamx/out")
 
 
 def test_without_beam_the_runner_is_refused_in_one_line(monkeypatch):
