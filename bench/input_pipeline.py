@@ -115,7 +115,7 @@ def prepare(work, mb, vocab, lanes, seed):
   text = os.path.join(work, f"input-{tag}.txt")
   if not os.path.exists(text):
     corpus.write_corpus(text, max_bytes=int(mb * 1e6), repeat_to=int(mb * 1e6))
-  prefix = os.path.join(work, f"spiece-{tag}-{vocab}")
+  prefix = os.path.join(work, f"spiece-{tag}-{vocab}-seed{seed}")
   _run([os.path.join(ROOT, "data_utils", "train_tokenizer.py"), f"--input_glob={text}",
         f"--model_prefix={prefix}", f"--vocab_size={vocab}", "--uncased", f"--seed={seed}"],
        "data_utils/train_tokenizer.py")
@@ -123,7 +123,7 @@ def prepare(work, mb, vocab, lanes, seed):
   # the writer's lane flag: --num_lanes, formerly --bsz_per_host (kept as an alias)
   lane_flag = "num_lanes" if "--num_lanes" in _run([script, "--helpfull"], "--helpfull") \
       else "bsz_per_host"
-  records = os.path.join(work, f"records-{tag}-{vocab}")
+  records = os.path.join(work, f"records-{tag}-{vocab}-seed{seed}-lanes{lanes}")
   _run([script, f"--input_glob={text}", f"--sp_model={prefix}.model", f"--output_dir={records}",
         f"--seq_len={SEQ_LEN}", f"--reuse_len={REUSE_LEN}", f"--perm_size={PERM_SIZE}",
         f"--num_predict={NUM_PREDICT}", f"--{lane_flag}={lanes}", "--bi_data", "--uncased",
@@ -151,7 +151,7 @@ def prepare_model_garden(mg, work, text, sp_model, lanes, seed):
   replica per host, the same lanes), written into a temporary directory renamed when complete;
   returns the file pattern."""
   writer, _, tokenization = mg
-  final = os.path.join(work, "mg_" + os.path.basename(sp_model)[:-len(".model")])
+  final = os.path.join(work, f"mg_{os.path.basename(sp_model)[:-len('.model')]}-lanes{lanes}")
   if not os.path.isdir(final):
     from absl import logging
     logging.set_verbosity(logging.WARNING)
