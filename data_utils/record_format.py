@@ -148,6 +148,17 @@ _WRITER_FILE = re.compile(rf"(?P<info>{INFO_PREFIX})?(?P<split>train|valid|test)
                           rf"(?P<tmp>\.tmp-[^/]*)?")
 
 
+_MANIFEST_FILE = re.compile(rf"manifest-(?P<split>train|valid|test)\.(?P<tag>{_TAG})\.json"
+                            rf"(?P<tmp>\.tmp-[^/]*)?")
+
+
+def manifest_file(name):
+  """(split, tag, is_tmp) when NAME is a record set's manifest (data_utils/manifest.py) or its
+  temporary, else None."""
+  m = _MANIFEST_FILE.fullmatch(name)
+  return (m["split"], m["tag"], m["tmp"] is not None) if m else None
+
+
 def writer_file(name):
   """(kind "info" / "record", split, shard, tag, is_tmp) when NAME is one of the writer's own
   file names (a record file, a record-info, or either's temporary), else None."""

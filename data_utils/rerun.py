@@ -104,7 +104,9 @@ def check_output_dir(output_dir):
   (data_utils/outputs.py). A directory of an earlier version (no marker, every entry a record,
   record-info or temporary of this writer) is accepted: `create` claims it. Writes nothing."""
   return outputs.check_dir(output_dir, "output_dir", outputs.RECORDS,
-                           earlier=lambda names: all(map(record_format.writer_file, names)))
+                           earlier=lambda names: all(record_format.writer_file(n) or
+                                                     record_format.manifest_file(n)
+                                                     for n in names))
 
 
 def stale_shards(output_dir, params, split, num_shards):

@@ -29,7 +29,7 @@ _audit = {"active": False, "allowed": (), "writes": []}
 
 
 def _hook(event, args):
-  if not _audit["active"]:
+  if not _audit or not _audit["active"]:   # (None at interpreter teardown)
     return
   path = None
   if event == "open" and args and isinstance(args[0], (str, bytes)):

@@ -129,7 +129,7 @@ def test_tasks_rerun_removes_only_what_the_plan_dropped(tmp_path, docs, text_and
   writer.create(glob, sp, str(out), other, shard_bytes=SHARD, progress=lambda m: None)
   (out / "notes.txt").write_text("mine")
   keep = {n: b for n, b in _files(out).items()
-          if ".seqlen-40." in n or n.startswith(("valid-", "record_info-valid-"))}
+          if ".seqlen-40." in n or n.startswith(("valid-", "record_info-valid-", "manifest-valid."))}
   assert keep
   for name in "def":
     os.remove(tmp_path / "text" / f"{name}.txt")

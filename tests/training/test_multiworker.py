@@ -3,10 +3,11 @@
 process with the same global batch, only the chief writes files, and a second run of the same
 command (more steps) resumes on both workers from the same step, with every host's memory.
 
-The one-process reference: run_pretrain.main with MirroredStrategy over two logical CPUs, whose
-two replicas are fed exactly what the two hosts read (host h: shards h, h + 2, ...; the
-pipeline is the real one, called with each host's InputContext). Same global batch, same
-replica ids (dropout seeds, the mlm draw), same all-reduce of the gradients.
+The one-process reference: run_pretrain.main with MirroredStrategy over two logical CPUs and
+twice the rows per host. The records serve both layouts the same way (data_utils/lanes.py):
+global batch 8 from files of 4 lanes is two files read side by side, replica (or host) h taking
+file stream h. Same global batch, same replica ids (dropout seeds, the mlm draw), same
+all-reduce of the gradients.
 """
 
 import json
@@ -34,16 +35,6 @@ sys.argv = ["run_pretrain.py"] + sys.argv[1:]
 import run_pretrain   # python -c from the root: the root is on sys.path
 from absl import app
 from training import distribution
-from pretraining.task import PretrainTask
-
-host_dataset = PretrainTask.dataset
-
-def both_hosts(self, ctx, skip_batches=0):   # element 2s + h = host h's batch of step s
-  ds = [host_dataset(self, tf.distribute.InputContext(2, h, 2), skip_batches) for h in (0, 1)]
-  return tf.data.Dataset.zip(*ds).flat_map(
-      lambda a, b: tf.data.Dataset.from_tensors(a).concatenate(tf.data.Dataset.from_tensors(b)))
-
-PretrainTask.dataset = both_hosts
 distribution.get_strategy = lambda *a, **k: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 app.run(run_pretrain.main)
 """
@@ -141,7 +132,8 @@ def test_two_workers_train_as_one_process_and_resume_together(setup):
 
   # First run: 3 steps (checkpoint at 3), alongside the one-process reference of 6 steps.
   reference = subprocess.Popen(
-      [sys.executable, "-c", REFERENCE] + command(records, cfg, base / "ref", 6),
+      [sys.executable, "-c", REFERENCE] + command(records, cfg, base / "ref", 6)
+      + [f"--bsz_per_host={2 * ph.BSZ}"],
       cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
   first = run_all(launch(3) + [reference])
   expected = event_losses(base / "ref")
