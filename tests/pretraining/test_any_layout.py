@@ -14,10 +14,13 @@ Records of 8 lanes with bi_data are written once (create_pretrain_data.py, sever
   at the same global batch;
 - a layout they cannot serve is refused in one line naming the rule, before any step.
 Records of the earlier per-core layout (--num_core_per_host=2) are read in the same rows.
+A run resumed on another layout (xfail: the checkpoint's memory is restored by shape) should go
+on as if uninterrupted.
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -26,14 +29,16 @@ import pytest
 import tensorflow as tf
 
 from data_utils import lanes, pipeline, record_format
-from tests import pretrain_helpers as ph
+from tests.training.test_multiworker import clean_env, event_losses, free_ports
 
 pytestmark = pytest.mark.slow   # trains 8 runs (4 steps each) in subprocesses, 2 of them workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARD_MB = 0.0572          # ~60 KB of the ~200 KB corpus per shard: 4 files (~300, ~300, ~280, ~100 steps)
+SHARD_MB = 0.0572   # ~60 KB of the ~200 KB corpus a shard: 4 files of ~300, ~290, ~280, ~100 steps
 SEQ, REUSE, NP, LANES = 32, 16, 5, 8
 STEPS = 4
+TF_LOG = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IWEF]\d{4} |"
+                    r"To enable the following instructions)")
 
 MIRRORED = r"""
 import sys
@@ -47,12 +52,6 @@ from training import distribution
 distribution.get_strategy = lambda *a, **k: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 app.run(run_pretrain.main)
 """
-
-
-def clean_env(**extra):
-  """No proxy for gRPC on localhost; TensorFlow's C++ log off (stderr: the script's own lines)."""
-  env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-  return dict(env, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", **extra)
 
 
 def write_records(text, sp, out, *extra):
@@ -243,28 +242,6 @@ def launch(args, mirrored=False, env=None):
                           stderr=subprocess.PIPE, env=env or clean_env())
 
 
-def free_ports(n):
-  import socket
-  socks = [socket.socket() for _ in range(n)]
-  for s in socks:
-    s.bind(("127.0.0.1", 0))
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks:
-    s.close()
-  return ports
-
-
-def event_losses(model_dir):
-  """{step: loss} in float32 from the TensorBoard events under model_dir/train."""
-  found = {}
-  for path in tf.io.gfile.glob(os.path.join(model_dir, "train", "events.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == "loss":
-          found[event.step] = float(tf.make_ndarray(value.tensor))
-  return found
-
-
 def checkpoint(model_dir):
   """{name: value} of the last checkpoint's variables (model, optimizer slots, step and the
   memory "state" [replicas, layers, rows per replica, mem_len, d_model])."""
@@ -288,6 +265,7 @@ def runs(records):
       "2x2": (new, True, ["--bsz_per_host=4"], None),
       "old 1x8": (old, False, [], None),
       "old 2x4": (old, True, [], None),
+      "1x8 first 2 steps": (new, False, ["--train_steps=2", "--save_every=2"], None),
       "refused 6": (new, False, ["--bsz_per_host=6"], None),
       "refused 2x1": (new, True, ["--bsz_per_host=2"], None),   # 1 row per replica, bi_data
   }
@@ -371,7 +349,28 @@ def test_a_layout_the_records_cannot_serve_is_refused_in_one_line(runs, name, wh
   code, out, err, model_dir = runs[name]
   assert code != 0
   assert "Traceback" not in err and "Traceback" not in out
-  lines = [line for line in err.splitlines() if line.startswith("run_pretrain.py:")]
-  assert len(lines) == 1 and why in lines[0] and lanes.RULE in lines[0], err[-3000:]
-  assert not os.path.exists(os.path.join(model_dir, "ckpt"))
-  assert not tf.io.gfile.glob(os.path.join(model_dir, "train", "events.*"))
+  # stderr: the one line, besides TensorFlow's own start-up log lines (its C++ runtime's)
+  ours = [line for line in err.splitlines() if line and not TF_LOG.match(line)]
+  assert len(ours) == 1 and ours[0].startswith("run_pretrain.py: "), err[-3000:]
+  assert why in ours[0] and lanes.RULE in ours[0], ours
+  assert not os.path.exists(model_dir)       # refused before anything was written
+
+
+@pytest.mark.xfail(strict=True, reason="the checkpoint's memory (trainer state_store, [replicas, "
+                   "layers, rows per replica, mem, d]) is restored by shape: a run saved on 1 "
+                   "replica x 8 rows cannot resume on 2 replicas x 4 (restore error)")
+def test_a_run_resumes_on_another_layout_with_every_lanes_memory(records, runs):
+  """Records serve any layout, so a run may go on on other hardware: 2 steps on 1 replica of 8,
+  then steps 3-4 on 2 replicas of 4 give the uninterrupted one-replica run's losses and weights
+  (each lane's memory carried to the replica row now reading that lane). Steps 1-2 update with
+  the warmup's learning rates, which do not depend on --train_steps."""
+  _, new, _, cfg = records
+  code, _, err, model_dir = runs["1x8 first 2 steps"]
+  assert code == 0, err[-3000:]
+  assert sorted(event_losses(model_dir)) == [1, 2]
+  (code, out, err), = wait([launch(command(new, cfg, model_dir, "--allow_changed_settings"),
+                                   mirrored=True)])
+  assert code == 0, err[-3000:]
+  assert "at step 2" in out, out[-2000:]
+  runs = dict(runs, resumed=(code, out, err, model_dir))
+  assert_same_run(runs, "resumed", "1x8", BATCH_8_ROWS)
