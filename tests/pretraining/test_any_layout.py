@@ -11,7 +11,7 @@ Records of 8 lanes with bi_data are written once (create_pretrain_data.py, sever
 - trained without rewriting by run_pretrain.py on 1 replica, 2 replicas (MirroredStrategy over
   2 logical CPUs) and 2 workers (multi-worker on localhost) at global batch 8, and at global
   batch 4 on 1 and 2 replicas, memory carried, dropout off: the same losses and final weights
-  at the same global batch;
+  at the same global batch, and every lane's memory in the row that reads it;
 - a layout they cannot serve is refused in one line naming the rule, before any step.
 Records of the earlier per-core layout (--num_core_per_host=2) are read in the same rows.
 A run resumed on another layout should go on as if uninterrupted, and one resumed with
@@ -21,6 +21,7 @@ A run resumed on another layout should go on as if uninterrupted, and one resume
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -31,7 +32,7 @@ import tensorflow as tf
 from data_utils import lanes, pipeline, record_format
 from tests.training.test_multiworker import clean_env, event_losses, free_ports
 
-pytestmark = pytest.mark.slow   # trains 8 runs (4 steps each) in subprocesses, 2 of them workers
+pytestmark = pytest.mark.slow   # 13 run_pretrain.py processes (4 steps), 2 of them workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARD_MB = 0.0572   # ~60 KB of the ~200 KB corpus a shard: 4 files of ~300, ~290, ~280, ~100 steps
@@ -359,7 +360,6 @@ def test_a_layout_the_records_cannot_serve_is_refused_in_one_line(runs, name, wh
 def resume(runs, records, into, *extra, mirrored=False):
   """Steps 3-4 from a copy of the 2-step one-replica run's directory: (code, stdout, stderr,
   model_dir)."""
-  import shutil
   base, new, _, cfg = records
   code, _, err, first = runs["1x8 first 2 steps"]
   assert code == 0, err[-3000:]
