@@ -30,6 +30,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import lanes, pipeline, record_format
+from tests.training.test_multiworker import REFERENCE as MIRRORED   # 2 logical CPUs
 from tests.training.test_multiworker import clean_env, event_losses, free_ports
 
 pytestmark = pytest.mark.slow   # 13 run_pretrain.py processes (4 steps), 2 of them workers
@@ -40,19 +41,6 @@ SEQ, REUSE, NP, LANES = 32, 16, 5, 8
 STEPS = 4
 TF_LOG = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IWEF]\d{4} |"
                     r"To enable the following instructions)")
-
-MIRRORED = r"""
-import sys
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-sys.argv = ["run_pretrain.py"] + sys.argv[1:]
-import run_pretrain   # python -c from the root: the root is on sys.path
-from absl import app
-from training import distribution
-distribution.get_strategy = lambda *a, **k: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-app.run(run_pretrain.main)
-"""
 
 
 def write_records(text, sp, out, *extra):
