@@ -9,15 +9,18 @@ many GPUs (--distribution_strategy), several hosts, or a TPU (--tpu=NAME).
   python run_pretrain.py --record_dir=records --model_config_path=xlnet_config.json \\
       --model_dir=runs/base --mem_len=384 --train_steps=500000 --learning_rate=4e-4
 
---seq_len, --reuse_len, --num_predict, --bsz_per_host, --num_core_per_host and --bi_data
-default to the records' values (record_format.resolve_training_params; when --record_dir holds
-several record sets, the ones given choose among them) and are checked against them when given.
+--seq_len, --reuse_len, --num_predict and --bi_data default to the records' values
+(record_format.resolve_training_params; when --record_dir holds several record sets, the ones
+given choose among them) and are checked against them when given. The layout is the run's:
+--bsz_per_host (rows per host) defaults to the records' lanes and --num_core_per_host to the
+strategy's replicas per host; any layout the records serve reads them (data_utils/lanes.py),
+and a run resumed on another layout at the same global batch continues each lane's memory.
 
 Held-out loss while it runs: records of held-out text written with the same settings
 (create_pretrain_data.py --split=valid, into --record_dir or another directory), then
 --eval_record_dir=DIR (--eval_split, --eval_batches): at every checkpoint the log and
 TensorBoard (MODEL_DIR/eval) get the mean held-out losses and target accuracy, and MODEL_DIR/best
-keeps the checkpoint of the best held-out accuracy (pretraining/evaluation.py).
+keeps the checkpoint of the lowest held-out loss (pretraining/evaluation.py).
 
 The ablations of the XLNet paper are flags: --mem_len=0, records written with
 --span_mode=single, --nobi_data, --nsp_weight=1.

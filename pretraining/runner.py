@@ -60,13 +60,17 @@ def run(f, model_dir, strategy):
   settings = run_record.settings_from_flags(
       f, model_config=model_config,
       resolved={**record, **task.optimizer_settings(),
+                "global_batch": record["bsz_per_host"] * record["num_hosts"],
                 "record_dir": {"record_infos": len(resolved.info_files),
                                "sha256": fingerprint.files_digest(resolved.info_files)}})
   run_record.start(model_dir, "run_pretrain.py", settings,
                    allow_changes=f[run_record.ALLOW_FLAG].value,
                    write=distribution.is_chief(strategy),
                    neutral=("sp_model", "uncased",     # only the export's tokenizer
-                            "eval_record_dir", "eval_split", "eval_batches"))   # evaluation only
+                            "eval_record_dir", "eval_split", "eval_batches",   # evaluation only
+                            # the layout: at the same global batch, the same rows and losses
+                            # (data_utils/lanes.py), and the memory follows its lanes
+                            "bsz_per_host", "num_core_per_host", "num_hosts"))
   trainer = trainer_lib.Trainer(task, strategy, model_dir, f.train_steps, f.steps_per_loop,
                                 f.save_every, f.keep_checkpoints, f.xla,
                                 checkpoint_state=f.checkpoint_memory)

@@ -16,9 +16,11 @@ whose latest checkpoint or tokenizer differs from the record re-exports every pa
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 
 from data_utils import fileio
+from data_utils import lanes
 from data_utils import pipeline
 from modeling import checkpoint as ckpt_lib
 from modeling import families, tokenizer_files
@@ -91,7 +93,7 @@ class PretrainTask(Task):
           config.record_dir, config.seq_len, config.reuse_len, config.num_predict,
           config.bsz_per_host, config.bi_data, config.num_core_per_host, vocab_size=vocab,
           num_hosts=config.num_hosts, verify=config.verify_records)
-    self.vocab_size = vocab
+    self.vocab_size, self.train_params = vocab, train_params
     if config.eval_record_dir:   # the trainer evaluates a task whose `evaluate` is set
       if config.eval_batches < 1:
         raise ValueError(f"--eval_batches={config.eval_batches}: must be at least 1")
@@ -134,6 +136,35 @@ class PretrainTask(Task):
     if not mem:
       return [1]
     return [self.model_config.n_layer, self.per_replica, mem, self.model_config.d_model]
+
+  def adapt_state(self, saved, replicas):
+    """A checkpoint's memory saved on another layout, for this run's (the trainer's resume):
+    saved [replicas', n_layer, rows', mem_len, d_model] -> ([replicas, n_layer, rows, mem_len,
+    d_model], why), each lane's memory moved to the row that now reads that lane
+    (data_utils/lanes.py); (None, why) when the global batch (so the data position), the model
+    or the memory length differ, or nothing was saved."""
+    want = self.state_shape()
+    if len(want) == 1:                 # no memory carried: a placeholder
+      return np.zeros([replicas] + want, saved.dtype), "no memory carried"
+    if saved.size == 0:
+      return None, "saved without memory, --nocheckpoint_memory"
+    if saved.ndim != 5 or [saved.shape[1]] + list(saved.shape[3:]) != [want[0]] + want[2:]:
+      return None, f"saved as {list(saved.shape)}: another model or --mem_len"
+    old_batch, batch = saved.shape[0] * saved.shape[2], replicas * self.per_replica
+    if old_batch != batch or self.train_params is None:
+      return None, f"saved at a global batch of {old_batch}, this run's is {batch}"
+    p = self.train_params
+
+    def rows(num_replicas, per_replica):   # record positions of the replicas' rows, in order
+      return lanes.plan(p.bsz_per_host, batch // p.bsz_per_host + 1, 1, num_replicas,
+                        per_replica, p.bi_data, p.num_core_per_host).rows[0].ravel()
+    old_rows = rows(saved.shape[0], saved.shape[2])
+    by_row = np.moveaxis(saved, 2, 1).reshape((old_batch,) + saved.shape[1:2] + saved.shape[3:])
+    where = {int(pos): i for i, pos in enumerate(old_rows)}
+    moved = by_row[[where[int(pos)] for pos in rows(replicas, self.per_replica)]]
+    value = np.moveaxis(moved.reshape((replicas, self.per_replica) + moved.shape[1:]), 1, 2)
+    return value, (f"saved on {saved.shape[0]} replica(s) of {saved.shape[2]} rows: each lane's "
+                   "memory to the row reading it now")
 
   # ---- the objective -------------------------------------------------------------------
   def step_seed(self, step):

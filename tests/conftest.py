@@ -36,6 +36,7 @@ LONGEST_FIRST = [
     "tests/training/test_deterministic.py",
     "tests/serving/test_serving.py",
     "tests/training/test_multiworker.py",
+    "tests/pretraining/test_any_layout.py",
     "tests/modeling/test_recompute_flags.py",
     "tests/training/test_float16.py",
     "tests/test_cloud_paths.py",

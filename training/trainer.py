@@ -136,6 +136,9 @@ def compile_step(mode):
   return lambda fn: tf.function(fn, jit_compile=mode == "full")
 
 
+_STATE_KEY = "state/.ATTRIBUTES/VARIABLE_VALUE"   # the carried state in a checkpoint
+
+
 class Trainer:
 
   def __init__(self, task, strategy, model_dir, train_steps, steps_per_loop=10, save_every=1000,
@@ -181,8 +184,10 @@ class Trainer:
     weight_ids = {id(v) for v in self.model.weights}
     rng_states = [v for v in self.model.variables if id(v) not in weight_ids]
     objects.update({f"rng.{i:04d}": v for i, v in enumerate(rng_states)})
+    self._checkpoint_without_state = tf.train.Checkpoint(**objects, step=self.step)
     objects.update(step=self.step, state=self.state_store)
     self.checkpoint = tf.train.Checkpoint(**objects)
+    self._state_restored = False
     if self.model_dir is None:            # training.stepper.Stepper without a directory
       self.manager = self.save_manager = None
       return
@@ -210,14 +215,48 @@ class Trainer:
     latest = self.manager.latest_checkpoint if self.manager else None
     self.log(progress.start_line(self.task, self.model, resuming=latest))
     if latest:
-      ckpt_lib.read_checkpoint(self.checkpoint, latest, self.manager.checkpoints)  # 1-line errors
+      saved = self._saved_state(latest)
+      if saved is None:                  # the memory as this run holds it
+        ckpt_lib.read_checkpoint(self.checkpoint, latest, self.manager.checkpoints)  # 1 line
+        self._state_restored = self.checkpoint_state
+      else:
+        ckpt_lib.read_checkpoint(self._checkpoint_without_state, latest,
+                                 self.manager.checkpoints)
+        self._state_restored = self._adapt_state(saved)
       self.log(f"resumed from {latest} at step {int(self.step.numpy())}")
       return True
     self.task.initialize(self.model, self.log)
     return False
 
+  def _saved_state(self, prefix):
+    """The checkpoint's carried state when its shape is not this run's (saved on another
+    layout, or without memory: [0]); None when it fits (or there is none)."""
+    reader = ckpt_lib.reader(prefix)
+    shape = reader.get_variable_to_shape_map().get(_STATE_KEY)
+    if shape is None or list(shape) == self.state_store.shape.as_list():
+      return None
+    return reader.get_tensor(_STATE_KEY)
+
+  def _adapt_state(self, saved):
+    """Puts a checkpoint's state of another shape into this run's: the task's
+    `adapt_state(saved, replicas)` (pretraining: each lane's memory to the row now reading that
+    lane, at the same global batch) or, when it cannot, empty state, said in one line. Returns
+    True when the state was restored."""
+    if not self.checkpoint_state:
+      return False
+    adapt = getattr(self.task, "adapt_state", None)
+    value, why = (adapt(saved, self.strategy.num_replicas_in_sync) if adapt else
+                  (None, "the task keeps no state across layouts"))
+    if value is None:
+      self.log(f"the checkpoint's carried state ({why}) is not restored: it starts empty")
+      return False
+    self.state_store.assign(value)
+    self.log(f"the checkpoint's carried state {list(saved.shape)} is restored as "
+             f"{list(value.shape)} ({why})")
+    return True
+
   def _distributed_state(self, restored):
-    if not restored or not self.checkpoint_state:
+    if not restored or not self.checkpoint_state or not self._state_restored:
       return self.strategy.run(self.task.initial_state)
     store = self.state_store
     return self.strategy.experimental_distribute_values_from_function(

@@ -14,8 +14,9 @@ Records of 8 lanes with bi_data are written once (create_pretrain_data.py, sever
   at the same global batch, and every lane's memory in the row that reads it;
 - a layout they cannot serve is refused in one line naming the rule, before any step.
 Records of the earlier per-core layout (--num_core_per_host=2) are read in the same rows.
-A run resumed on another layout should go on as if uninterrupted, and one resumed with
---nocheckpoint_memory from empty memory (both xfail: the checkpoint's memory is restored by shape).
+A run resumed on another layout at the same global batch goes on as if uninterrupted (each
+lane's memory moved to the row now reading it), and one resumed with --nocheckpoint_memory
+starts from empty memory.
 """
 
 import json
@@ -358,24 +359,22 @@ def resume(runs, records, into, *extra, mirrored=False):
   return code, out, err, model_dir
 
 
-@pytest.mark.xfail(strict=True, reason="the checkpoint's memory (trainer state_store, [replicas, "
-                   "layers, rows per replica, mem, d]) is restored by shape: a run saved on 1 "
-                   "replica x 8 rows cannot resume on 2 replicas x 4 (restore error)")
 def test_a_run_resumes_on_another_layout_with_every_lanes_memory(records, runs):
   """Records serve any layout, so a run may go on on other hardware: 2 steps on 1 replica of 8,
   then steps 3-4 on 2 replicas of 4 give the uninterrupted one-replica run's losses and weights
   (each lane's memory carried to the replica row now reading that lane). Steps 1-2 update with
   the warmup's learning rates, which do not depend on --train_steps."""
   code, out, err, model_dir = resume(runs, records, "resumed_2x4", "--allow_changed_settings",
-                                     mirrored=True)
+                                     mirrored=True)   # (--train_steps 2 -> 4)
   assert code == 0, err[-3000:]
   assert "at step 2" in out, out[-2000:]
+  # the same global batch on other hardware is not a changed setting (run.json)
+  assert "--train_steps 2 -> 4" in out and "--num_core_per_host" not in out, out[-2000:]
+  assert "restored as [2, 2, 4, 32, 16]" in out, out[-2000:]
   assert_same_run(dict(runs, resumed=(code, out, err, model_dir)), "resumed", "1x8",
                   BATCH_8_ROWS)
 
 
-@pytest.mark.xfail(strict=True, reason="with --nocheckpoint_memory the trainer's state_store is "
-                   "[0]: a checkpoint holding the memory fails to restore (shape mismatch)")
 def test_a_resume_without_the_checkpointed_memory_starts_from_empty_memory(records, runs):
   """--nocheckpoint_memory (its help: "a resume then starts from empty memory"), the way to leave
   a checkpoint's memory behind, e.g. for another layout: the run goes on from step 2."""
@@ -383,4 +382,5 @@ def test_a_resume_without_the_checkpointed_memory_starts_from_empty_memory(recor
                                      "--allow_changed_settings", "--nocheckpoint_memory")
   assert code == 0, err[-3000:]
   assert "at step 2" in out, out[-2000:]
+  assert "is not restored: it starts empty" not in out   # it holds none: nothing to say
   assert sorted(event_losses(model_dir)) == [1, 2, 3, 4]
