@@ -45,7 +45,8 @@ def recs(tmp_path_factory, text_and_sp):
 
 def _copy(src, dst):
   shutil.copytree(src, dst)
-  return str(dst), sorted(glob.glob(f"{dst}/*.tfrecord")), sorted(glob.glob(f"{dst}/*.json"))
+  return (str(dst), sorted(glob.glob(f"{dst}/*.tfrecord")),
+          sorted(glob.glob(f"{dst}/record_info-*.json")))     # (not the manifest)
 
 
 def _flip(path, offset, bit=3):
