@@ -192,7 +192,7 @@ def format_predictions(path, predictions, tag_column=-1, encoding="utf-8"):
       by_line[line] = tag
   out = []
   for number, text in _lines(path, encoding):
-    text = text.rstrip(" \t").lstrip(" \t")
+    text = text.strip(" \t")
     if not text:
       out.append("")
       continue

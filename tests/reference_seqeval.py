@@ -170,7 +170,8 @@ class IOB2:
 
   def check_patterns(self, prev, patterns):
     for prev_prefix, current_prefix, tag_cond in patterns:
-      if prev.prefix in prev_prefix and self.prefix in current_prefix and self.check_tag(prev, tag_cond):
+      if (prev.prefix in prev_prefix and self.prefix in current_prefix
+          and self.check_tag(prev, tag_cond)):
         return True
     return False
 

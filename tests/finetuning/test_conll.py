@@ -136,7 +136,8 @@ def test_writer_output_read_back_and_scored(tmp_path):
 
 def test_writer_keeps_tabs_and_refuses_mismatches(tmp_path):
   path = write(tmp_path / "in.tsv", "a\tB-X\nb\tO\n\nc\tO\n")
-  assert conll.format_predictions(path, [["O", "O"], ["B-Y"]]) == "a\tB-X\tO\nb\tO\tO\n\nc\tO\tB-Y\n"
+  want = "a\tB-X\tO\nb\tO\tO\n\nc\tO\tB-Y\n"
+  assert conll.format_predictions(path, [["O", "O"], ["B-Y"]]) == want
   with pytest.raises(ValueError, match=r"in.tsv: 2 sentences but 1 predicted$"):
     conll.format_predictions(path, [["O", "O"]])
   with pytest.raises(ValueError, match=r"in.tsv: line 4: sentence of 1 words but 2 predicted"):
