@@ -21,8 +21,9 @@ entities.
 Predictions are written in conlleval's layout (`write_predictions`): each input line with the
 predicted tag appended as one more column (`word ... gold pred`), blank lines and -DOCSTART-
 lines kept in place (a -DOCSTART- line gets `O`: with CoNLL-2003's `-DOCSTART- -X- -X- O` every
-line then has the same column count, as conlleval requires), the file published atomically (data_utils/fileio.py). `conlleval < file` and `read_conll(file)`
-(tag_column -1 for the prediction, -2 for the gold) both read it back.
+line then has the same column count, as conlleval requires), the file published atomically
+(data_utils/fileio.py). `conlleval < file` and `read_conll(file)` (tag_column -1 for the
+prediction, -2 for the gold) both read it back.
 
 Every error is one line naming the file and line: a word line of one column, a column count
 unlike the file's first word line, a tag that is not O / B-TYPE / I-TYPE, bytes that are not
