@@ -14,7 +14,7 @@ torch = require("torch")
 TOL = 1e-5
 
 
-# ---- the reference, transcribed from sentence-transformers ---------------------------------------
+# ---- the reference, transcribed from sentence-transformers ----------------------------
 def _cos_sim(a, b):
   """util.cos_sim: normalize_embeddings (torch.nn.functional.normalize, p=2, dim=-1) of both,
   then a @ b.T."""
@@ -42,11 +42,12 @@ def _mnrl(embeddings, scale=20.0, similarity_fct=_cos_sim):
   return -(positive_scores - log_z).mean()
 
 
-# ---- helpers ---------------------------------------------------------------------------------------
+# ---- helpers ---------------------------------------------------------------------------
 def _close(ours, reference, what):
   ours = np.asarray(ours, np.float64)
-  reference = np.asarray(reference.detach().numpy() if hasattr(reference, "detach") else reference,
-                         np.float64)
+  if hasattr(reference, "detach"):
+    reference = reference.detach().numpy()
+  reference = np.asarray(reference, np.float64)
   assert ours.shape == reference.shape, (what, ours.shape, reference.shape)
   err = float(np.max(np.abs(ours - reference)))
   assert err < TOL, f"{what}: max difference {err:.3g}"
