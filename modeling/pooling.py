@@ -70,12 +70,13 @@ def normalize(x, epsilon=NORMALIZE_EPSILON):
   x / max(||x||, epsilon), so a zero vector stays zero (its gradient is finite: 1 / epsilon).
 
   Args:
-    x: float [..., dim]. Returns the same shape and dtype.
+    x: float [..., dim]. Returns the same shape and dtype (computed in float32).
   """
   x = tf.convert_to_tensor(x)
-  squared = tf.reduce_sum(tf.square(x), axis=-1, keepdims=True)
+  wide = tf.cast(x, tf.float32)       # half precision: epsilon ** 2 would underflow to 0
+  squared = tf.reduce_sum(tf.square(wide), axis=-1, keepdims=True)
   # sqrt(max(s, eps^2)) == max(sqrt(s), eps), without sqrt's infinite gradient at 0
-  return x / tf.sqrt(tf.maximum(squared, tf.cast(epsilon, x.dtype) ** 2))
+  return tf.cast(wide / tf.sqrt(tf.maximum(squared, float(epsilon) ** 2)), x.dtype)
 
 
 def embed(token_states, input_mask, mode="mean", normalized=True):

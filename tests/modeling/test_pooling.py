@@ -45,6 +45,10 @@ def test_pool_in_a_graph_with_unknown_shapes_and_its_gradient():
   fn = tf.function(lambda s, m: pooling.pool(s, m, "last"),
                    input_signature=[tf.TensorSpec([None, None, 2]), tf.TensorSpec([None, None])])
   np.testing.assert_array_equal(fn(STATES, LEFT).numpy(), BY_HAND["left", "last"])
+  for mode in pooling.MODES:     # compiled by XLA (the training step's and serving's graphs)
+    xla = tf.function(lambda s, m, mode=mode: pooling.embed(s, m, mode), jit_compile=True)
+    np.testing.assert_allclose(xla(STATES, RIGHT).numpy(),
+                               pooling.embed(STATES, RIGHT, mode).numpy(), rtol=1e-6)
   states = tf.constant(STATES)
   for mode, weights in (("mean", [[0, 1 / 3, 1 / 3, 1 / 3], [0, 0, 0, 1], [0, 0, .5, .5]]),
                         ("first", [[0, 1, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]])):
@@ -73,6 +77,9 @@ def test_normalize_by_hand():
   x = np.array([[3, 4], [0, 0], [1e-13, 0], [-2, 0]], np.float32)
   got = pooling.normalize(x).numpy()
   np.testing.assert_allclose(got, [[0.6, 0.8], [0, 0], [0.1, 0], [-1, 0]], rtol=1e-6)
+  half = pooling.normalize(tf.constant(x[:2], tf.bfloat16))
+  assert half.dtype == tf.bfloat16
+  np.testing.assert_allclose(tf.cast(half, tf.float32).numpy(), [[0.6, 0.8], [0, 0]], atol=1e-2)
   # a gradient at zero is finite (1 / epsilon on the diagonal), as torch's
   zero = tf.zeros([1, 2])
   with tf.GradientTape() as tape:
