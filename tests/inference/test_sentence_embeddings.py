@@ -7,6 +7,8 @@ of (Transformer(dir), Pooling(mode), Normalize()) `.encode` against `inference.f
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow   # builds and runs tiny HF models on both sides
+
 import inference
 from modeling import pooling
 # the tiny directories and the SentencePiece fixture of the from_pretrained tests
