@@ -2,7 +2,6 @@
 against transformers' PyTorch models on the same ids: token states, the pooled token and the
 classifier's logits (uneven lengths, pairs, both families), to 1e-5."""
 
-import json
 import os
 
 import numpy as np
@@ -10,25 +9,20 @@ import pytest
 
 import inference
 from data_utils import tokenization
-from modeling import tokenizer_files
+from tests import hf_dirs
 from tests.reference_libs import require
 
 torch = require("torch")
 transformers = require("transformers")
 
 TOL = 1e-5
-TEXTS = ["A short one.", "A much longer sentence, with many more words than the others have.",
-         "Mid length text is here", "x"]
-TEXTS_B = ["and a second text", "b", "the second text of the third pair is longer", "yes"]
-WORDS = sorted({w.strip(".,").lower() for t in TEXTS + TEXTS_B for w in t.split()} - {""})
+TEXTS, TEXTS_B = hf_dirs.TEXTS, hf_dirs.TEXTS_B
+_xlnet_dir, _mpnet_dir = hf_dirs.xlnet_dir, hf_dirs.mpnet_dir
 
 
 @pytest.fixture(scope="module")
 def sp_model(tmp_path_factory):
-  d = tmp_path_factory.mktemp("sp")
-  text = d / "text.txt"
-  text.write_text("\n".join((TEXTS + TEXTS_B) * 20 + [" ".join(WORDS)] * 5) + "\n")
-  return tokenization.train_sentencepiece([str(text)], str(d / "sp"), 60, lower=True)
+  return hf_dirs.train_sp_model(tmp_path_factory.mktemp("sp"))
 
 
 def _torch(array, dtype=None):
@@ -42,19 +36,6 @@ def _real(mask):
 def _close(ours, reference, what):
   err = float(np.max(np.abs(np.asarray(ours, np.float64) - np.asarray(reference, np.float64))))
   assert err < TOL, f"{what}: max difference {err:.3g}"
-
-
-def _xlnet_dir(path, sp_model, architecture, labels=("neg", "neutral", "pos")):
-  config = transformers.XLNetConfig(
-      vocab_size=64, d_model=16, n_layer=2, n_head=2, d_inner=24, ff_activation="gelu",
-      num_labels=len(labels), id2label=dict(enumerate(labels)),
-      label2id={l: i for i, l in enumerate(labels)}, pad_token_id=5)
-  torch.manual_seed(0)
-  model = getattr(transformers, architecture)(config).eval()
-  model.save_pretrained(str(path), safe_serialization=True)
-  tokenizer_files.write(str(path), tokenizer_files.Source(tokenizer_files.SENTENCEPIECE,
-                                                          sp_model, True), "xlnet")
-  return model
 
 
 def _xlnet_torch(model, rows):
@@ -152,25 +133,6 @@ def test_xlnet_release_checkpoint_directory_equals_transformers(tmp_path, sp_mod
   _close(got["pooled"], hidden[:, -1], "SavedModel pooled")
   with pytest.raises(ValueError, match="holds no classification head"):
     served.logits(TEXTS)
-
-
-def _mpnet_dir(path, architecture, labels=("no", "yes"), **extra):
-  """A Hugging Face MPNet directory as a release ships it: WordPiece vocab.txt (pad 1) and a
-  tokenizer_config.json, no record of this project's."""
-  pieces = (["<s>", "<pad>", "</s>", "<unk>", "[UNK]", "<mask>"] + list(".,!?")
-            + WORDS + ["##s", "##er", "##ing"])
-  path.mkdir(exist_ok=True)
-  (path / "vocab.txt").write_text("".join(p + "\n" for p in dict.fromkeys(pieces)))
-  (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
-  config = transformers.MPNetConfig(
-      vocab_size=len(pieces) + 3, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-      intermediate_size=32, max_position_embeddings=40, pad_token_id=1, bos_token_id=0,
-      eos_token_id=2, num_labels=len(labels), id2label=dict(enumerate(labels)),
-      label2id={l: i for i, l in enumerate(labels)}, **extra)
-  torch.manual_seed(1)
-  model = getattr(transformers, architecture)(config).eval()
-  model.save_pretrained(str(path), safe_serialization=True)
-  return model
 
 
 def _mpnet_torch(model, rows):

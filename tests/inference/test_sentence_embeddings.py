@@ -11,9 +11,8 @@ pytestmark = pytest.mark.slow   # builds and runs tiny HF models on both sides
 
 import inference
 from modeling import pooling
-# the tiny directories and the SentencePiece fixture of the from_pretrained tests
-from tests.inference.test_from_pretrained_hf import (  # noqa: F401 (sp_model: a fixture)
-    TEXTS, _mpnet_dir, _xlnet_dir, sp_model)
+from tests import hf_dirs
+from tests.hf_dirs import TEXTS
 from tests.reference_libs import require
 
 torch = require("torch")
@@ -30,10 +29,11 @@ CUT = 8                         # a max_length that cuts the longest texts
 
 
 @pytest.fixture(scope="module")
-def directories(tmp_path_factory, sp_model):  # noqa: F811 (the imported fixture)
+def directories(tmp_path_factory):
   root = tmp_path_factory.mktemp("hf")
-  _xlnet_dir(root / "xlnet", sp_model, "XLNetModel")
-  _mpnet_dir(root / "mpnet", "MPNetModel")
+  sp_model = hf_dirs.train_sp_model(tmp_path_factory.mktemp("sp"))
+  hf_dirs.xlnet_dir(root / "xlnet", sp_model, "XLNetModel")
+  hf_dirs.mpnet_dir(root / "mpnet", "MPNetModel")
   # batch_size 2: the call's rows, padded to its longest, run two at a time
   return {family: (str(root / family), inference.from_pretrained(str(root / family),
                                                                   batch_size=2, log=None))
