@@ -80,12 +80,16 @@ class RecordParams:
          f"--num_predict={self.num_predict} cannot fit: {n0} targets in the reuse part of "
          f"{self.reuse_len} tokens and {n1} in the new part of {new_len - 3} tokens "
          f"(<sep>, <sep>, <cls> are never targets)")
+    need(self.bsz_per_host >= 1, f"--num_lanes={self.bsz_per_host} must be at least 1")
+    need(self.num_core_per_host >= 1,
+         f"--num_core_per_host={self.num_core_per_host} must be at least 1")
     need(self.bsz_per_host % self.num_core_per_host == 0,
-         f"--bsz_per_host={self.bsz_per_host} must be a multiple of "
+         f"--num_lanes={self.bsz_per_host} must be a multiple of "
          f"--num_core_per_host={self.num_core_per_host}")
     need(not self.bi_data or self.bsz_per_host % (2 * self.num_core_per_host) == 0,
-         f"--bi_data needs --bsz_per_host={self.bsz_per_host} to be a multiple of "
-         f"2 x num_core_per_host = {2 * self.num_core_per_host}")
+         f"--bi_data needs --num_lanes={self.bsz_per_host} to be " + (
+             "even (forward and backward pairs)" if self.num_core_per_host == 1 else
+             f"a multiple of 2 x --num_core_per_host = {2 * self.num_core_per_host}"))
     need(self.mask_alpha > 0 and self.mask_beta > 0, "--mask_alpha and --mask_beta must be > 0")
     need(self.span_mode in SPAN_MODES, f"--span_mode must be one of {SPAN_MODES}")
     return self

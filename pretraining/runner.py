@@ -81,6 +81,9 @@ def run(f, model_dir, strategy):
 def layout(f, strategy, params):
   """{bsz_per_host, num_core_per_host, num_hosts} of the run: the flags, else the records' lanes
   per host and the strategy's replicas per host; checked against the strategy (one line)."""
+  for name in ("bsz_per_host", "num_core_per_host", "num_hosts"):
+    if f[name].value is not None and f[name].value < 1:
+      raise ValueError(f"--{name}={f[name].value} must be at least 1")
   hosts = distribution.hosts(strategy)
   if f.num_hosts and f.num_hosts != hosts:
     raise ValueError(f"--num_hosts={f.num_hosts} but the strategy has {hosts} host(s)")

@@ -225,3 +225,27 @@ def test_run_pretrain_chooses_among_record_sets_by_the_flags_given(setup, tasks,
   assert "seq_len=48" not in out.split("records: ")[1].splitlines()[0]   # given, not taken
   [(config, _, run_config)] = tasks
   assert config.seq_len == 48 and config.bi_data and run_config.reuse_len == ph.REUSE
+
+
+@pytest.mark.parametrize("flag, value", [("bsz_per_host", 0), ("num_core_per_host", 0),
+                                         ("num_hosts", 0), ("bsz_per_host", -4)])
+def test_run_pretrain_refuses_a_layout_flag_below_one(setup, tmp_path, flag, value):
+  """0 is not "not given": it is refused in one line, before anything is written."""
+  base, cfg = setup
+  message = _fails(record_dir=base / "records", model_config_path=cfg,
+                   model_dir=tmp_path / "m", train_steps=2, **{flag: value})
+  assert message.strip() == f"run_pretrain.py: --{flag}={value} must be at least 1"
+  assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("lanes, expected", [
+    (0, "--num_lanes=0 must be at least 1"),
+    (5, "--bi_data needs --num_lanes=5 to be even (forward and backward pairs)")])
+def test_writer_refuses_lanes_it_cannot_cut(text_and_sp, tmp_path, lanes, expected):
+  from tests.script_helpers import main_exit
+  text, sp = text_and_sp
+  code = main_exit("data_utils/create_pretrain_data.py", input_glob=text, sp_model=sp,
+                   output_dir=str(tmp_path / "r"), uncased=True, num_lanes=lanes,
+                   **{k: v for k, v in TINY.items() if k != "bsz_per_host"})
+  assert code == f"create_pretrain_data.py: {expected}"
+  assert not (tmp_path / "r").exists()
