@@ -145,8 +145,9 @@ def sha256(path, chunk=8 << 20):
 
 # A writer's own files, by name: `record_name`, `info_name`, either with a `.tmp-` suffix (an
 # unfinished write). Groups: info prefix or not, split, shard index, tag.
-_TAG = (r"seqlen-\d+\.reuse-\d+\.perm-\d+\.np-\d+\.(?:lanes-\d+|bsz-\d+\.cores-\d+)\.(?:bi|uni)\.alpha-\d+\."
-        r"beta-\d+\.(?:word|piece|single)\.(?:cased|uncased)\.(?:eod|noeod)\.vocab-\d+")
+_TAG = (r"seqlen-\d+\.reuse-\d+\.perm-\d+\.np-\d+\.(?:lanes-\d+|bsz-\d+\.cores-\d+)\."
+        r"(?:bi|uni)\.alpha-\d+\.beta-\d+\.(?:word|piece|single)\.(?:cased|uncased)\."
+        r"(?:eod|noeod)\.vocab-\d+")
 _WRITER_FILE = re.compile(rf"(?P<info>{INFO_PREFIX})?(?P<split>train|valid|test)-(?P<shard>\d{{5,}})"
                           rf"\.(?P<tag>{_TAG})(?P<ext>\.json|{re.escape(RECORD_SUFFIX)})"
                           rf"(?P<tmp>\.tmp-[^/]*)?")

@@ -158,6 +158,15 @@ def test_pretraining_rerun_with_other_settings_is_refused(pretrain, change):
   assert err and err.startswith("run_pretrain.py: --model_dir=") and f"--{name} " in err, err
 
 
+def test_pretraining_rerun_at_another_global_batch_is_refused(pretrain):
+  """The layout flags are neutral (the same global batch on other hardware trains the same), the
+  global batch is not."""
+  args, model_dir, _ = pretrain
+  err, _ = run("run_pretrain.py", **args(model_dir, bsz_per_host=2))
+  assert err and err.startswith("run_pretrain.py: --model_dir="), err
+  assert "--global_batch 4 -> 2" in err and "--bsz_per_host" not in err, err
+
+
 def test_pretraining_same_settings_resume_and_changed_records_refused(pretrain):
   args, model_dir, base = pretrain
   err, lines = run("run_pretrain.py", **args(model_dir, steps_per_loop=2, keep_checkpoints=2))
