@@ -144,15 +144,8 @@ def remove_leftovers(plan):
   """Temporaries of the planned shards and of the manifest that attempts which died left."""
   names = [n for s in plan.shards for n in (plan.params.record_name(plan.split, s.index),
                                              plan.params.info_name(plan.split, s.index))]
-  names.append(manifest.manifest_name(plan.params, plan.split))
-  prefixes = tuple(n + fileio.TMP_MARK for n in names)
-  removed = 0
-  for name in fileio.listdir_light(plan.output_dir):
-    if name.startswith(prefixes):
-      with contextlib.suppress(Exception):
-        fileio.remove_light(fileio.join(plan.output_dir, name))
-        removed += 1
-  return removed
+  return writer.remove_temporaries(plan.output_dir,
+                                   names + [manifest.manifest_name(plan.params, plan.split)])
 
 
 def create(input_glob, sp_model, output_dir, params, runner="DirectRunner", pipeline_options="",

@@ -407,12 +407,8 @@ def prepare(input_glob, sp_model, output_dir, params, split="train", seed=0, num
   # Leftovers of an interrupted run of these shards (never another task's): temporary objects,
   # and the info of a shard about to be rewritten (so no info ever describes another file).
   # Then the shards the plan no longer has (every task's plan has the same shards).
-  prefixes = tuple(name + fileio.TMP_MARK for s in mine for name in _names(params, split, s)) + (
-      manifest.manifest_name(params, split) + fileio.TMP_MARK,)
-  for name in fileio.listdir_light(output_dir):
-    if name.startswith(prefixes):
-      with contextlib.suppress(Exception):
-        fileio.remove_light(fileio.join(output_dir, name))
+  remove_temporaries(output_dir, [name for s in mine for name in _names(params, split, s)]
+                     + [manifest.manifest_name(params, split)])
   for s in todo:
     with contextlib.suppress(Exception):
       fileio.remove_light(fileio.join(output_dir, params.info_name(split, s.index)))
@@ -421,6 +417,19 @@ def prepare(input_glob, sp_model, output_dir, params, split="train", seed=0, num
       fileio.remove_light(path)
   return Plan(params, shards, mine, todo, sp_model, sp_sha, output_dir, split, seed, paths, empty,
               states.count("outdated"), stale)
+
+
+def remove_temporaries(output_dir, names):
+  """Removes the temporaries (`NAME` + fileio.TMP_MARK...) of NAMES that writes which died left
+  in OUTPUT_DIR; returns how many."""
+  prefixes = tuple(name + fileio.TMP_MARK for name in names)
+  removed = 0
+  for name in fileio.listdir_light(output_dir):
+    if name.startswith(prefixes):
+      with contextlib.suppress(Exception):
+        fileio.remove_light(fileio.join(output_dir, name))
+        removed += 1
+  return removed
 
 
 def create(input_glob, sp_model, output_dir, params, split="train", seed=0, num_tasks=1, task=0,
