@@ -11,6 +11,8 @@ builds and initialises its model, so that the tasks never ask which family they 
                     use_proj)            # [B, n_class] logits ([B] for regression)
   family.race_model(model_config, run_config, summary_type, use_proj)   # [B, 4] logits
   family.squad_model(model_config, run_config, start_n_top, end_n_top)  # SQuAD beam outputs
+  family.with_head(model_config, run_config, spec)   # the encoder under any head of
+                                         # modeling/heads.py ({"type": "token_tagger", ...})
   family.initialize(model, path, log)    # --init_checkpoint into a task model
   family.encode_rows(encoder, input_ids, seg_ids, input_mask)  # (hidden, pooled token)
   family.hf                              # its Hugging Face module: architecture(model),
@@ -76,6 +78,10 @@ class XLNet:
                                   end_n_top=end_n_top)
 
   @staticmethod
+  def with_head(model_config, run_config, spec):
+    return models.XLNetWithHead(model_config, run_config, head=spec)
+
+  @staticmethod
   def encode_rows(encoder, input_ids, seg_ids, input_mask):
     """(hidden [B, L, D], summary [B, D]): the content stream and its <cls> (last: the rows
     are left padded), what the "last" summary pools."""
@@ -131,6 +137,10 @@ class MPNet:
   def squad_model(model_config, run_config, start_n_top, end_n_top):
     return mpnet_models.MPNetSquadModel(model_config, start_n_top=start_n_top,
                                         end_n_top=end_n_top, recompute=_recompute(run_config))
+
+  @staticmethod
+  def with_head(model_config, run_config, spec):
+    return mpnet_models.MPNetWithHead(model_config, head=spec, recompute=_recompute(run_config))
 
   @staticmethod
   def encode_rows(encoder, input_ids, seg_ids, input_mask):

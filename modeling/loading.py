@@ -35,6 +35,33 @@ def initialize_mpnet(model, path, log=print):
   model.ensure_built()
   if hf_io.is_model_dir(path):
     unused = mpnet_hf.load_hf_weights(model.encoder, path)
-    log(f"init from {path}: MPNet encoder loaded ({len(unused)} other weights not used)")
+    head = _load_mpnet_head(model, path) if unused else ""
+    if head:
+      unused = [name for name in unused if name.split(".")[0] not in model.hf_heads()
+                and not name.startswith(tuple(f"{h}." for h in model.hf_heads()))]
+    log(f"init from {path}: MPNet encoder{head} loaded ({len(unused)} other weights not used)")
     return
   log(f"init from {path}: {load_checkpoint(model, path)}")
+
+
+def _load_mpnet_head(model, path):
+  """The head of a Hugging Face file of the model's own class (config.json's architectures)
+  when every weight of it is there with the model's shape: " and head", else "" (the head
+  stays as initialised, as when fine-tuning starts from another head)."""
+  import numpy as np
+  if (hf_io.read_config(path).get("architectures") or [None])[0] != model.hf_architecture:
+    return ""
+  weights, pending = hf_io.read_weights(path), []
+  for name, layer in model.hf_heads().items():
+    for var, key, transpose in ((layer.kernel, f"{name}.weight", True),
+                                *(((layer.bias, f"{name}.bias", False),) if layer.use_bias
+                                  else ())):
+      value = weights.get(key)
+      value = None if value is None else np.asarray(value, np.float32)
+      value = value.T if transpose and value is not None else value
+      if value is None or tuple(value.shape) != tuple(var.shape):
+        return ""
+      pending.append((var, value))
+  for var, value in pending:
+    var.assign(value)
+  return " and head" if pending else ""

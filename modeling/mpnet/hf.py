@@ -77,9 +77,8 @@ def export_hf(model, path, log=print, labels=None):
   `path`."""
   arch = architecture(model)
   model.ensure_built()
-  extra = hf_io.classifier_keys(model.n_class, model.regression, labels) \
-      if hasattr(model, "n_class") else {}
-  save_hf_weights(model.hf_variable_map(), model.config, path, arch, **extra)
+  save_hf_weights(model.hf_variable_map(), model.config, path, arch,
+                  **model.hf_config_keys(labels))
   log(f"exported {arch} (Hugging Face layout) to {path}")
   return path
 

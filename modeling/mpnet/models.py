@@ -17,6 +17,7 @@ input_ids int [B, L] and input_mask [B, L] (1 on padding); seg_ids are ignored.
 import keras
 import tensorflow as tf
 
+from modeling import heads as heads_lib
 from modeling.mpnet import encoder as mpnet
 from modeling.squad_head import SquadHead
 from modeling import dropout as dropout_lib
@@ -59,9 +60,12 @@ class _MPNetModel(mpnet.ReferenceNames, keras.Model):
       self(self.dummy_inputs(), training=False)
     return self
 
+  hf_encoder_prefix = "mpnet."    # the encoder's state-dict prefix in every MPNetFor* class
+
   def hf_variable_map(self):
     """{Hugging Face state-dict name: (variable, transpose?)} of encoder + head."""
-    out = {f"mpnet.{k}": v for k, v in mpnet.hf_variable_map(self.encoder).items()}
+    out = {f"{self.hf_encoder_prefix}{k}": v
+           for k, v in mpnet.hf_variable_map(self.encoder).items()}
     for hf_name, layer in self.hf_heads().items():
       out[f"{hf_name}.weight"] = (layer.kernel, True)
       if layer.use_bias:
@@ -69,6 +73,11 @@ class _MPNetModel(mpnet.ReferenceNames, keras.Model):
     return out
 
   def hf_heads(self):
+    return {}
+
+  def hf_config_keys(self, labels=None):
+    """The head's config.json keys (`labels`: class names)."""
+    del labels
     return {}
 
   def get_config(self):
@@ -93,6 +102,10 @@ class MPNetClassifier(_MPNetModel):
 
   def hf_heads(self):
     return {"classifier.dense": self.head_dense, "classifier.out_proj": self.head_out}
+
+  def hf_config_keys(self, labels=None):
+    from modeling import hf_io
+    return hf_io.classifier_keys(self.n_class, self.regression, labels)
 
   def get_config(self):
     return {**super().get_config(), "n_class": self.n_class, "regression": self.regression}
@@ -147,3 +160,37 @@ class MPNetSquadModel(_MPNetModel):
   def get_config(self):
     return {**super().get_config(), "start_n_top": self.start_n_top,
             "end_n_top": self.end_n_top}
+
+
+class MPNetWithHead(_MPNetModel):
+  """The encoder's last layer under any head of modeling/heads.py, given by its spec
+  ({"type": "token_tagger", "n_class": 9}); the head's dropout is the config's
+  hidden_dropout_prob, as in Hugging Face's MPNetFor* heads. Returns what the head returns."""
+
+  def __init__(self, config, head=None, **kwargs):
+    super().__init__(config, **kwargs)
+    self.head = heads_lib.build(head, kernel_initializer=self.initializer,
+                                dropout=self.config.hidden_dropout_prob)
+
+  @property
+  def hf_architecture(self):
+    """transformers' class of an export (MPNetModel: no `mpnet.` prefix)."""
+    return "MPNet" + self.head.hf_suffix
+
+  @property
+  def hf_encoder_prefix(self):
+    return "" if self.head.hf_suffix == "Model" else "mpnet."
+
+  def call(self, inputs, training=False):
+    """inputs: input_ids int [B, L], input_mask [B, L] (1 on padding); seg_ids unused."""
+    return self.head(self.encode(inputs, training), inputs.get("input_mask"),
+                     training=training)
+
+  def hf_heads(self):
+    return self.head.hf_layers()
+
+  def hf_config_keys(self, labels=None):
+    return self.head.hf_config(labels)
+
+  def get_config(self):
+    return {**super().get_config(), "head": self.head.spec()}

@@ -145,6 +145,11 @@ class MPNetPretrainModel(mpnet.ReferenceNames, keras.Model):
           inputs["content_mask"], inputs["query_mask"], training=training)
     return self.lm_head(hidden, self.encoder.word_embeddings)
 
+  def hf_config_keys(self, labels=None):
+    """The head's config.json keys: none (MPNetForMaskedLM's are the encoder's)."""
+    del labels
+    return {}
+
   def hf_variable_map(self):
     """Hugging Face MPNetForMaskedLM state-dict names (decoder tied to the embeddings)."""
     out = {f"mpnet.{k}": v for k, v in mpnet.hf_variable_map(self.encoder).items()}

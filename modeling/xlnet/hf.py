@@ -28,85 +28,31 @@ import numpy as np
 
 from data_utils import fileio
 from modeling import checkpoint, hf_io
-from modeling.xlnet import release_names
-from modeling.xlnet import models
+from modeling.xlnet import hf_names
 from modeling.xlnet.config import HF_ACTIVATIONS, TO_HF_ACTIVATIONS
 from modeling.xlnet import release_checkpoint
 
-T = release_names.ENCODER_SCOPE
-PREFIX = "transformer."
-_LAYERED = ("r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
-_SUMMARY = "model/sequnece_summary/summary"
-_EXPORTABLE_SUMMARIES = ("last", "first", "mean")
+PREFIX = hf_names.PREFIX
 
 
 # ---- names ---------------------------------------------------------------------------------
-def _dense(hf, release, bias=True):
-  rows = [(f"{hf}.weight", f"{release}/kernel", None, True)]
-  return rows + ([(f"{hf}.bias", f"{release}/bias", None, False)] if bias else [])
-
-
-def _layer_norm(hf, release):
-  return [(f"{hf}.weight", f"{release}/gamma", None, False),
-          (f"{hf}.bias", f"{release}/beta", None, False)]
-
-
-def encoder_rows(n_layer):
-  """[(HF name without `transformer.`, release name, layer index or None, transpose?)];
-  a layer index means the HF array is row `layer` of the release variable."""
-  rows = [("word_embedding.weight", f"{T}/word_embedding/lookup_table", None, False),
-          ("mask_emb", f"{T}/mask_emb/mask_emb", None, False)]
-  for i in range(n_layer):
-    h, p = f"layer.{i}", f"{T}/layer_{i}"
-    rows += [(f"{h}.rel_attn.{n}", f"{p}/rel_attn/{n}/kernel", None, False) for n in "qkvor"]
-    rows += [(f"{h}.rel_attn.{n}", f"{T}/{n}", i, False) for n in _LAYERED]
-    rows += _layer_norm(f"{h}.rel_attn.layer_norm", f"{p}/rel_attn/LayerNorm")
-    rows += _layer_norm(f"{h}.ff.layer_norm", f"{p}/ff/LayerNorm")
-    rows += _dense(f"{h}.ff.layer_1", f"{p}/ff/layer_1") + _dense(f"{h}.ff.layer_2",
-                                                                   f"{p}/ff/layer_2")
-  return rows
-
-
-def _logit_scope(model):
-  """The classifier's `model/{classification|regression}_{task}/logit` scope."""
-  return next(n for n in model.tf1_variables()
-              if n.endswith("/logit/kernel") and n.startswith("model/")).rsplit("/", 1)[0]
+encoder_rows = hf_names.encoder_rows
 
 
 def head_rows(model, source_architecture=None):
   """Rows (as encoder_rows, HF names at the top level) of `model`'s head that has a Hugging
-  Face equivalent. `source_architecture` (config.json's) keeps a classifier's logits_proj out
-  of a multiple-choice model and the other way round."""
-  variables = model.tf1_variables()
-  summary = _dense("sequence_summary.summary", _SUMMARY) if f"{_SUMMARY}/kernel" in variables \
-      else []
-  if isinstance(model, models.XLNetPretrainModel):
-    return [("lm_loss.bias", "model/lm_loss/bias", None, False)]
-  if isinstance(model, models.XLNetClassifier):
-    proj = [] if source_architecture == "XLNetForMultipleChoice" else \
-        _dense("logits_proj", _logit_scope(model))
-    return summary + proj
-  if isinstance(model, models.XLNetRaceModel):
-    proj = [] if source_architecture == "XLNetForSequenceClassification" else \
-        _dense("logits_proj", "logits/dense")
-    return summary + proj
-  if isinstance(model, models.XLNetSquadModel):
-    return (_dense("start_logits.dense", "start_logits/dense")
-            + _dense("end_logits.dense_0", "end_logits/dense_0")
-            + _layer_norm("end_logits.LayerNorm", "end_logits/LayerNorm")
-            + _dense("end_logits.dense_1", "end_logits/dense_1")
-            + _dense("answer_class.dense_0", "answer_class/dense_0")
-            + _dense("answer_class.dense_1", "answer_class/dense_1", bias=False))
-  raise ValueError(f"{type(model).__name__} is not an XLNet model of this project")
+  Face equivalent: what the model declares (`hf_head_rows`), so a task model of any head is
+  read and written without this module knowing its class."""
+  rows = getattr(model, "hf_head_rows", None)
+  if rows is None:
+    raise ValueError(f"{type(model).__name__} is not an XLNet model of this project")
+  return rows(source_architecture)
 
 
 def architecture(model):
   """The transformers class an export of `model` loads into; ValueError (one line) when its
   layout has none. Needs no weights (a check before training)."""
-  if isinstance(model, (models.XLNetClassifier, models.XLNetRaceModel)):
-    if model.summary_type not in _EXPORTABLE_SUMMARIES:
-      raise ValueError(f"--export_hf_dir: summary_type {model.summary_type!r} has no Hugging "
-                       f"Face equivalent (one of {', '.join(_EXPORTABLE_SUMMARIES)})")
+  model.check_hf_export()
   c = model.config
   if c.d_head * c.n_head != c.d_model:
     raise ValueError(f"--export_hf_dir: Hugging Face's XLNet needs d_head = d_model / n_head "
@@ -148,7 +94,7 @@ def _to_release(weights, rows, untie_r, path):
       used.add(hf)
     else:
       layered.setdefault(release, {})[layer] = (hf, value)
-  n_layer = sum(1 for r in rows if r[1] == f"{T}/seg_embed")
+  n_layer = sum(1 for r in rows if r[1] == f"{hf_names.T}/seg_embed")
   for release, per_layer in layered.items():
     if len(per_layer) != n_layer:
       continue
@@ -228,13 +174,7 @@ def hf_config(model, arch, labels=None):
               mem_len=r.mem_len or None, reuse_len=r.reuse_len or None, bi_data=False,
               clamp_len=r.clamp_len, same_length=r.same_length, pad_token_id=5,
               bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
-  if isinstance(model, (models.XLNetClassifier, models.XLNetRaceModel)):
-    data.update(summary_type=model.summary_type, summary_use_proj=model.use_proj,
-                summary_activation="tanh", summary_last_dropout=r.dropout)
-  if isinstance(model, models.XLNetClassifier):
-    data.update(hf_io.classifier_keys(model.n_class, model.regression, labels))
-  if isinstance(model, models.XLNetSquadModel):
-    data.update(start_n_top=model.start_n_top, end_n_top=model.end_n_top)
+  data.update(model.hf_config_keys(labels))
   return data
 
 
@@ -248,7 +188,8 @@ def export_hf(model, path, log=print, labels=None):
   variables = model.tf1_variables()
   values = {name: np.asarray(var.numpy(), np.float32) for name, var in variables.items()}
   tensors, exported = {}, set()
-  for rows, prefix in ((encoder_rows(model.config.n_layer), PREFIX), (head_rows(model), "")):
+  for rows, prefix in ((encoder_rows(model.config.n_layer), model.hf_encoder_prefix),
+                       (head_rows(model), "")):
     for hf, release, layer, transpose in rows:
       value = values[release]
       if layer is not None and (model.config.untie_r or release.endswith("seg_embed")):

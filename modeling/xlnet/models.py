@@ -10,6 +10,8 @@ Inputs are dicts of tensors (shapes in `modeling/ops.py`'s glossary):
 import keras
 import tensorflow as tf
 
+from modeling import heads as heads_lib
+from modeling.xlnet import hf_names as hf
 from modeling.xlnet import release_names as names
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
@@ -55,6 +57,31 @@ class _XLNetModel(keras.Model):
   def tf1_variables(self):
     """{release variable name: variable} for every weight of this model."""
     raise NotImplementedError
+
+  # Hugging Face (modeling/xlnet/hf.py asks the model, never its class)
+  hf_encoder_prefix = hf.PREFIX        # the encoder's state-dict prefix in the export
+
+  def hf_head_rows(self, source_architecture=None):
+    """Rows (modeling/xlnet/hf_names.py) of the head's weights that Hugging Face's class
+    has; `source_architecture` (a loaded config.json's) leaves out what a file of another
+    class holds under the same name."""
+    raise ValueError(f"{type(self).__name__} has no Hugging Face head")
+
+  def hf_config_keys(self, labels=None):
+    """The head's config.json keys (`labels`: class names)."""
+    del labels
+    return {}
+
+  def check_hf_export(self):
+    """ValueError (one line) when the head has no Hugging Face equivalent."""
+
+  def _summary_rows(self):
+    return hf.dense("sequence_summary.summary", hf.SUMMARY) \
+        if f"{hf.SUMMARY}/kernel" in self.tf1_variables() else []
+
+  def _summary_keys(self):
+    return dict(summary_type=self.summary_type, summary_use_proj=self.use_proj,
+                summary_activation="tanh", summary_last_dropout=self.run_config.dropout)
 
   def reference_variables(self):
     """{reference name: variable}, the names other code compares and decays by (every
@@ -125,6 +152,9 @@ class XLNetPretrainModel(_XLNetModel):
                                                             training=training))
     return result
 
+  def hf_head_rows(self, source_architecture=None):
+    return [("lm_loss.bias", "model/lm_loss/bias", None, False)]
+
   def tf1_variables(self):
     names_map = {**names.encoder(self.encoder), **names.lm_head(self.lm_head)}
     if self.nsp:
@@ -154,10 +184,25 @@ class XLNetClassifier(_XLNetModel):
     logits = self.head(self.summary(hidden, inputs.get("input_mask"), training=training))
     return logits[:, 0] if self.regression else logits
 
+  def _logit_scope(self):
+    return f"model/{'regression' if self.regression else 'classification'}_{self.task_name}/logit"
+
   def tf1_variables(self):
-    scope = f"model/{'regression' if self.regression else 'classification'}_{self.task_name}"
     return {**names.encoder(self.encoder), **names.summary(self.summary),
-            **names.dense(self.head.dense, f"{scope}/logit")}
+            **names.dense(self.head.dense, self._logit_scope())}
+
+  def hf_head_rows(self, source_architecture=None):
+    proj = [] if source_architecture == "XLNetForMultipleChoice" else \
+        hf.dense("logits_proj", self._logit_scope())
+    return self._summary_rows() + proj
+
+  def hf_config_keys(self, labels=None):
+    from modeling import hf_io
+    return {**self._summary_keys(), **hf_io.classifier_keys(self.n_class, self.regression,
+                                                             labels)}
+
+  def check_hf_export(self):
+    hf.check_summary(self.summary_type)
 
   def get_config(self):
     return {**super().get_config(), "n_class": self.n_class, "task_name": self.task_name,
@@ -188,6 +233,17 @@ class XLNetSquadModel(_XLNetModel):
 
   def tf1_variables(self):
     return {**names.encoder(self.encoder), **names.squad_head(self.head)}
+
+  def hf_head_rows(self, source_architecture=None):
+    return (hf.dense("start_logits.dense", "start_logits/dense")
+            + hf.dense("end_logits.dense_0", "end_logits/dense_0")
+            + hf.layer_norm("end_logits.LayerNorm", "end_logits/LayerNorm")
+            + hf.dense("end_logits.dense_1", "end_logits/dense_1")
+            + hf.dense("answer_class.dense_0", "answer_class/dense_0")
+            + hf.dense("answer_class.dense_1", "answer_class/dense_1", bias=False))
+
+  def hf_config_keys(self, labels=None):
+    return dict(start_n_top=self.start_n_top, end_n_top=self.end_n_top)
 
   def get_config(self):
     return {**super().get_config(), "start_n_top": self.start_n_top,
@@ -222,6 +278,58 @@ class XLNetRaceModel(_XLNetModel):
     return {**names.encoder(self.encoder), **names.summary(self.summary),
             **names.dense(self.head.dense, "logits/dense")}
 
+  def hf_head_rows(self, source_architecture=None):
+    proj = [] if source_architecture == "XLNetForSequenceClassification" else \
+        hf.dense("logits_proj", "logits/dense")
+    return self._summary_rows() + proj
+
+  def hf_config_keys(self, labels=None):
+    return self._summary_keys()
+
+  def check_hf_export(self):
+    hf.check_summary(self.summary_type)
+
   def get_config(self):
     return {**super().get_config(), "summary_type": self.summary_type,
             "use_proj": self.use_proj}
+
+
+class XLNetWithHead(_XLNetModel):
+  """The encoder's content stream under any head of modeling/heads.py, given by its spec
+  ({"type": "token_tagger", "n_class": 9}). The head's layers are named
+  `model/<Hugging Face name>/{kernel,bias}` in checkpoints; its dropout is 0, as in Hugging
+  Face's XLNetFor* heads (the encoder's output has had the run's dropout already).
+  Returns what the head returns."""
+
+  def __init__(self, config, run_config=None, head=None, **kwargs):
+    super().__init__(config, run_config, **kwargs)
+    self.head = heads_lib.build(head, kernel_initializer=self.initializer, dropout=0.0)
+
+  @property
+  def hf_architecture(self):
+    """transformers' class of an export (XLNetModel: no `transformer.` prefix)."""
+    return "XLNet" + self.head.hf_suffix
+
+  @property
+  def hf_encoder_prefix(self):
+    return "" if self.head.hf_suffix == "Model" else hf.PREFIX
+
+  def call(self, inputs, training=False):
+    """inputs: input_ids int [B, L], seg_ids int [B, L], input_mask [B, L] (1 on padding)."""
+    hidden = self.encode(inputs, training=training)["content_output"]
+    return self.head(hidden, inputs.get("input_mask"), training=training)
+
+  def tf1_variables(self):
+    out = dict(names.encoder(self.encoder))
+    for name, layer in self.head.hf_layers().items():
+      out.update(names.dense(layer, f"model/{name}"))
+    return out
+
+  def hf_head_rows(self, source_architecture=None):
+    return [row for name in self.head.hf_layers() for row in hf.dense(name, f"model/{name}")]
+
+  def hf_config_keys(self, labels=None):
+    return self.head.hf_config(labels)
+
+  def get_config(self):
+    return {**super().get_config(), "head": self.head.spec()}
