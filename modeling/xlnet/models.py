@@ -326,7 +326,8 @@ class XLNetWithHead(_XLNetModel):
     return out
 
   def hf_head_rows(self, source_architecture=None):
-    return [row for name in self.head.hf_layers() for row in hf.dense(name, f"model/{name}")]
+    return [row for name, layer in self.head.hf_layers().items()
+            for row in hf.dense(name, f"model/{name}", bias=layer.use_bias)]
 
   def hf_config_keys(self, labels=None):
     return self.head.hf_config(labels)
