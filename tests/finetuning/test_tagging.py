@@ -17,6 +17,7 @@ from finetuning import conll
 from finetuning import tagging_features as tf_
 from tests import reference_seqeval as ref
 from tests.script_helpers import main_exit, run_main
+from training import entry  # noqa: F401  (absl's --verbosity defined before main_exit runs)
 
 
 class FakeTokenizer:
