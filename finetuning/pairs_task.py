@@ -123,9 +123,11 @@ class PairsTask(Task):
     self.sts_rows()
 
   def rows(self, texts):
-    """Texts -> rows at --max_seq_length (pairs_data.rows)."""
+    """Texts -> rows at --max_seq_length (pairs_data.rows), in one segment
+    (serving/embedding_graph.one_segment: what sentence-transformers' XLNet computes)."""
     c = self.config
-    return pairs_data.rows(self.tokenizer, texts, c.max_seq_length, c.model_type)
+    return embedding_graph.one_segment(pairs_data.rows(self.tokenizer, texts, c.max_seq_length,
+                                                       c.model_type))
 
   def train_features(self):
     """{ROLE_KEY: [N, L] array} of the training pairs (ROLE anchor, positive[, negative]) and

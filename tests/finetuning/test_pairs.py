@@ -5,8 +5,13 @@ Face directories of both families (XLNet left padded, MPNet right padded; 2 laye
     MultipleNegativesRankingLoss of the SentenceTransformer (Transformer, Pooling, Normalize)
     built from the same initial weights on the same texts, to 1e-5; a 3-step run's logged
     first-step loss equals it on a batch holding every pair (the mean is order-free);
+  - three plain-SGD steps side by side, ours (PairsTask.loss under a GradientTape) and torch's
+    (MultipleNegativesRankingLoss.backward, torch.optim.SGD), each side updating its own
+    weights: every step's loss and every parameter's gradient agree (ours written in Hugging
+    Face's names by exporting a twin model that holds the gradients as its weights);
   - after that run, SentenceTransformer(--export_st_dir).encode equals the trained checkpoint's
-    embeddings through the task's Python path to 1e-5 (and they moved from the initial ones);
+    embeddings through the task's Python path to 1e-5 (and they moved from the initial ones),
+    and so does the --export_dir SavedModel on the same texts;
     the run wrote best/, eval/last.json and pairs_eval.json with the retrieval and STS metrics,
     those equal to retrieval_metrics / scipy on the reference's embeddings, and --do_eval
     alone on the run directory gives them again;
@@ -19,6 +24,7 @@ import re
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 pytestmark = pytest.mark.slow     # tiny models on both sides, a 3-step run per family
 
@@ -29,6 +35,7 @@ from finetuning.pairs_task import PairsConfig, PairsTask
 from modeling import checkpoint
 from modeling import families
 from modeling import pooling
+from modeling import hf_io
 from modeling.run_config import RunConfig
 from tests import hf_dirs
 from tests.reference_libs import require
@@ -45,6 +52,7 @@ from sentence_transformers.sentence_transformer import modules as st_modules  # 
 TOL = 1e-5
 HIDDEN = 16
 MAX_LEN = 16
+LR = 0.5                          # plain SGD's rate: the weights move visibly in three steps
 ANCHORS = ["A short one.", "A much longer sentence, with many more words than the others",
            "Mid length text is here", "x", "the second text"]
 POSITIVES = ["and a second text", "b", "the second text of the third pair is longer", "yes",
@@ -134,15 +142,59 @@ def test_batch_loss_equals_sentence_transformers_mnrl(setups, family):
   assert abs(loss_plain - float(loss)) > 1e-3
 
 
+@pytest.mark.parametrize("family", ["xlnet", "mpnet"])
+def test_sgd_steps_loss_and_gradients_equal_sentence_transformers(setups, family, tmp_path):
+  setup = setups[family]
+  task = _task(setup, family, setup["train"], batch=3)
+  model = task.build_model().ensure_built()
+  task.initialize(model, log=lambda _: None)
+  twin = task.build_model().ensure_built()        # holds our gradients, to export them
+  reference = _reference(setup["dir"])            # eval(): no dropout, as ours (rate 0)
+  params = dict(reference[0].auto_model.named_parameters())
+  sgd = torch.optim.SGD(reference.parameters(), lr=LR)
+  mnrl = st_losses.MultipleNegativesRankingLoss(reference, scale=20.0)
+  batches, losses = iter(task.dataset(None)), []
+  for step in range(3):
+    batch = next(batches)
+    index = batch["index"].numpy().tolist()
+    with tf.GradientTape() as tape:
+      loss = task.loss(model, batch, task.initial_state(), step)[0]
+    grads = tape.gradient(loss, model.trainable_variables)
+    sgd.zero_grad()
+    expected = mnrl([reference.preprocess([texts[i] for i in index])
+                     for texts in (ANCHORS, POSITIVES, NEGATIVES)], None)
+    expected.backward()
+    assert abs(float(loss) - float(expected)) < TOL, (step, float(loss), float(expected))
+    losses.append(float(loss))
+    for var, grad in zip(twin.trainable_variables, grads):
+      var.assign(tf.zeros_like(var) if grad is None else tf.convert_to_tensor(grad))
+    ours = hf_io.read_weights(families.export_hf(twin, str(tmp_path / f"grad{step}"),
+                                                 log=lambda _: None))
+    unused = {n for n, p in params.items() if p.grad is None}   # MPNetModel's pooler
+    assert set(params) - unused <= set(ours), set(params) - unused - set(ours)
+    for name, param in params.items():
+      if name not in ours:
+        continue
+      want = np.zeros(param.shape) if param.grad is None else param.grad.numpy()
+      err = np.abs(np.asarray(ours[name], np.float64) - want).max()
+      assert err <= 1e-4 * np.abs(want).max() + 1e-7, (step, name, err, np.abs(want).max())
+    for var, grad in zip(model.trainable_variables, grads):
+      if grad is not None:
+        var.assign_sub(LR * tf.convert_to_tensor(grad))
+    sgd.step()
+  assert len({round(x, 4) for x in losses}) == 3, losses
+
+
 @pytest.mark.parametrize("family,mode", [("xlnet", "last"), ("mpnet", "mean")])
 def test_run_exports_what_sentence_transformers_loads(setups, family, mode, capsys):
   setup, root = setups[family], setups["root"]
   model_dir, st_dir = root / f"run-{family}", root / f"st-{family}"
+  saved_dir = root / f"saved-{family}"
   code = main_exit("run_pairs.py", model_type=family,
                    model_config_path=f"{setup['dir']}/config.json", init_checkpoint=setup["dir"],
                    train_file=setup["train_plain"],
                    dev_file=setup["train_plain"], sts_file=setup["sts"], model_dir=str(model_dir),
-                   export_st_dir=str(st_dir), max_seq_length=MAX_LEN,
+                   export_st_dir=str(st_dir), export_dir=str(saved_dir), max_seq_length=MAX_LEN,
                    train_batch_size=len(ANCHORS), eval_batch_size=2, train_steps=3,
                    save_every=3, steps_per_loop=1, learning_rate=2e-3, warmup_steps=0,
                    pooling=mode, dropout=0.0, dropatt=0.0, do_train=True, do_eval=True,
@@ -164,6 +216,9 @@ def test_run_exports_what_sentence_transformers_loads(setups, family, mode, caps
   checkpoint.load_native_checkpoint(model, classifier_task.trained_checkpoint(str(model_dir)))
   ours = task.encode(model, texts)
   assert np.abs(ours - got).max() < TOL
+  serve = tf.saved_model.load(str(saved_dir)).signatures["serving_default"]
+  served = serve(sentence=tf.constant(texts))["embedding"].numpy()
+  assert np.abs(served - got).max() < TOL
   before = initial.encode(texts, convert_to_numpy=True)
   assert np.abs(before - got).max() > 1e-3, "training changed the embeddings"
   # the evaluation's metrics, recomputed from the export's embeddings
