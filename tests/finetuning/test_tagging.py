@@ -161,8 +161,9 @@ def data(tmp_path_factory):
   train, dev = _sentences(rng, 40), _sentences(rng, 10)
   (d / "text.txt").write_text("\n".join(" ".join(w) for w, _ in train) + "\n")
   sp = tokenization.train_sentencepiece([str(d / "text.txt")], str(d / "sp"), 60, lower=True)
+  vocab = tokenization.Tokenizer(sp, lower=True).vocab_size
   (d / "config.json").write_text(json.dumps({"n_layer": 2, "d_model": 16, "n_head": 2,
-                                             "d_head": 8, "d_inner": 32, "n_token": 60}))
+                                             "d_head": 8, "d_inner": 32, "n_token": vocab}))
   return d, sp, train, dev
 
 
@@ -209,6 +210,13 @@ def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path,
       sum(a == b for g, q in zip(gold, pred) for a, b in zip(g, q)) / words)
   assert json.loads((tmp_path / "run" / "tagging_labels.json").read_text()) == [
       "O", "B-LOC", "B-PER", "I-LOC", "I-PER"]
+  # evaluation alone from the run directory: its labels come from the run, the same scores
+  flags = _flags(d, sp, tmp_path / "eval", do_eval=True, init_checkpoint=str(tmp_path / "run"))
+  del flags["train_file"]
+  run_main("run_tagger.py", **flags)
+  again = _printed_scores(capsys.readouterr().out)
+  assert {k: again[k] for k in again if k != "split"} == {
+      k: printed[k] for k in printed if k not in ("split", "predictions")}
 
 
 def test_a_malformed_line_is_one_error_naming_file_and_line(data, tmp_path):
@@ -225,3 +233,29 @@ def test_a_malformed_line_is_one_error_naming_file_and_line(data, tmp_path):
   assert isinstance(code, str) and "\n" not in code
   assert code.startswith(f"run_tagger.py: {bad}: line 6: one column")
   assert not model_dir.exists() or not os.listdir(model_dir)
+
+
+def test_the_loss_is_cross_entropy_on_the_labelled_positions_only():
+  """task.loss against numpy: log-softmax of the model's logits, the label's term at the
+  positions of weight 1, averaged over them (padding and other pieces do not count)."""
+  from finetuning import tagging
+  from modeling.run_config import RunConfig
+  from modeling.xlnet.config import XLNetConfig
+  config = XLNetConfig(n_token=40, n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32)
+  task = tagging.TaggingTask(tagging.TaggingConfig(max_seq_length=8), config,
+                             RunConfig(dropout=0.0, dropatt=0.0), labels=["O", "B-X", "I-X"])
+  model = task.build_model().ensure_built()
+  rng = np.random.default_rng(0)
+  mask = np.zeros([2, 8], np.float32)
+  mask[1, :3] = 1.0
+  weight = np.zeros([2, 8], np.float32)
+  weight[0, [0, 2, 5]] = weight[1, [3, 6]] = 1.0
+  batch = {"input_ids": rng.integers(6, 40, [2, 8]).astype(np.int32),
+           "seg_ids": np.zeros([2, 8], np.int32), "input_mask": mask,
+           "label_ids": rng.integers(0, 3, [2, 8]).astype(np.int32), "label_weight": weight}
+  loss, _, _ = task.loss(model, batch, None, 0, training=False)
+  logits = model(batch).numpy().astype(np.float64)
+  logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  picked = np.take_along_axis(logp, batch["label_ids"][..., None], -1)[..., 0]
+  want = -(picked * weight).sum() / weight.sum()
+  assert float(loss) == pytest.approx(want, rel=1e-5)
