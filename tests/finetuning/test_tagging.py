@@ -185,8 +185,10 @@ def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path,
   d, sp, train, dev = data
   _write_conll(d / "train.txt", train, iob1)
   _write_conll(d / "dev.txt", dev, iob1)
+  exports = {} if iob1 else {"export_dir": str(tmp_path / "serving"),
+                             "export_hf_dir": str(tmp_path / "hf")}
   run_main("run_tagger.py", **_flags(d, sp, tmp_path / "run", do_train=True, do_predict=True,
-                                     predict_split="dev"))
+                                     predict_split="dev", **exports))
   printed = _printed_scores(capsys.readouterr().out)
   path = tmp_path / "run" / "tagging_dev_predictions.txt"
   assert printed["predictions"] == str(path)
@@ -210,6 +212,12 @@ def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path,
       sum(a == b for g, q in zip(gold, pred) for a, b in zip(g, q)) / words)
   assert json.loads((tmp_path / "run" / "tagging_labels.json").read_text()) == [
       "O", "B-LOC", "B-PER", "I-LOC", "I-PER"]
+  if exports:     # the SavedModel on raw text (serving/tagging_graph.py) and the HF layout
+    assert (tmp_path / "serving" / "saved_model.pb").exists()
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["XLNetForTokenClassification"]
+    assert [config["id2label"][str(k)] for k in range(5)] == [
+        "O", "B-LOC", "B-PER", "I-LOC", "I-PER"]
   # evaluation alone from the run directory: its labels come from the run, the same scores
   flags = _flags(d, sp, tmp_path / "eval", do_eval=True, init_checkpoint=str(tmp_path / "run"))
   del flags["train_file"]
