@@ -267,3 +267,38 @@ def test_the_loss_is_cross_entropy_on_the_labelled_positions_only():
   picked = np.take_along_axis(logp, batch["label_ids"][..., None], -1)[..., 0]
   want = -(picked * weight).sum() / weight.sum()
   assert float(loss) == pytest.approx(want, rel=1e-5)
+
+
+def test_strict_and_conlleval_scores_differ_on_i_started_predictions(data, tmp_path, capsys,
+                                                                    monkeypatch):
+  """A model forced to predict the dev file's own IOB1 tags (every entity starting with I-,
+  through the logits at each word's first piece): conlleval reads them as the gold entities
+  (F1 1), seqeval's strict mode drops them all (F1 0); the printed scores equal the references'
+  on the tags read back from the predictions file."""
+  from finetuning import tagging
+  d, sp, train, dev = data
+  _write_conll(d / "train.txt", train, True)
+  _write_conll(d / "dev.txt", dev, True)
+  forced = [t for _, t in dev]
+
+  def logits(self, model, split):
+    features, index = self.features(split)
+    out = np.zeros(features["input_ids"].shape + (len(self.labels),), np.float32)
+    for r, (n, start, first) in enumerate(index):
+      for k, col in enumerate(first):
+        out[r, col, self.labels.index(forced[n][start + k])] = 1.0
+    return out
+  monkeypatch.setattr(tagging.TaggingTask, "logits", logits)
+  flags = _flags(d, sp, tmp_path / "run", do_predict=True, predict_split="dev",
+                 labels="O,B-LOC,B-PER,I-LOC,I-PER")
+  del flags["train_file"]
+  run_main("run_tagger.py", **flags)
+  printed = _printed_scores(capsys.readouterr().out)
+  path = tmp_path / "run" / "tagging_dev_predictions.txt"
+  gold = [list(s.tags) for s in conll.read_conll(str(path), tag_column=-2, scheme="iob1")]
+  pred = [list(s.tags) for s in conll.read_conll(str(path), tag_column=-1)]
+  assert pred == forced
+  (_, _, f1), _ = ref.scores(ref.seqeval_default_counts(gold, pred))
+  (_, _, strict_f1), _ = ref.scores(ref.seqeval_strict_counts(gold, pred))
+  assert (f1, strict_f1) == (1.0, 0.0)
+  assert (printed["f1"], printed["strict_f1"]) == (f1, strict_f1)
