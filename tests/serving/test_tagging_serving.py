@@ -5,7 +5,11 @@ spaces and tabs, the empty text and texts longer than a row (several windows); X
 SentencePiece (rows left padded) and MPNet with WordPiece (right padded). With the classifier
 forced to one tag, the spans are written out by hand."""
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -26,6 +30,18 @@ TEXTS = ["A short one.  Mid length\ttext is here", "", b"yes \xff x the caf\xc3 
          "x " + "y" * 40 + " words"]   # a word longer than a row: alone in its row, cut
 RUN = RunConfig(dropout=0.0, dropatt=0.0)
 SPEC = {"type": "token_tagger", "n_class": len(LABELS), "labels": LABELS}
+# TF Serving's way of loading (a TF1 session), in a process importing only TF and tensorflow_text
+_SESSION = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+  sig = tf.compat.v1.saved_model.load(sess, ["serve"], sys.argv[1]).signature_def["serving_default"]
+  got = sess.run({k: v.name for k, v in sig.outputs.items()},
+                 {sig.inputs["text"].name: [t.encode("latin-1") for t in json.loads(sys.argv[2])]})
+print(json.dumps({k: [[x.decode() for x in r] if v.ndim == 2 else r.decode() for r in v]
+                  if v.dtype == object else v.tolist() for k, v in got.items()}))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +91,14 @@ def test_served_spans_equal_the_python_path(family, tokenizers, tmp_path):
   want = tag_spans.served_outputs(model, tok, family, MAX_LEN, LABELS, TEXTS, 40, 40)
   for key, value in want.items():
     np.testing.assert_array_equal(got[key], value, err_msg=key)
+  if family == "xlnet":         # the same through a TF1 session, request bytes as they are
+    raw = [(t if isinstance(t, bytes) else t.encode("utf-8")).decode("latin-1") for t in TEXTS]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, "-c", _SESSION, export_dir, json.dumps(raw)],
+                         capture_output=True, text=True, env=env, check=True)
+    session = json.loads(run.stdout.strip().splitlines()[-1])
+    for key, value in want.items():
+      np.testing.assert_array_equal(np.array(session[key], value.dtype), value, err_msg=key)
   tagged = tag_spans.predict_spans(model, tok, family, MAX_LEN, LABELS, TEXTS)
   # the inputs exercise what they should: several windows, several types, multi-word entities
   assert len(tagging_features.encode_words(tok, LONG.split(), MAX_LEN, family)) >= 3
@@ -139,3 +163,18 @@ def test_outputs_past_the_widths_are_cut_and_flagged(tokenizers):
   assert out["truncated"].numpy().tolist() == [True, False, True]
   assert _decoded(out["tags"].numpy()).tolist() == [["B-PER"] * 4, ["B-PER"] * 3 + [""],
                                                     ["B-PER"] * 4]
+
+
+def test_rows_kept_at_max_seq_length_same_answers(tokenizers):
+  """padding="max" (rows not cut to the batch's longest; XLNet rows are left padded, so the
+  first-piece columns move with the width): the Python path's answers still."""
+  tok = tokenizers["xlnet"]
+  model = _model("xlnet", tok, seed=3)
+  module = tagging_graph.tagger_module(model, tok, "xlnet", MAX_LEN, LABELS, 40, 40,
+                                       padding="max")
+  got = module.serving_default(tf.constant(np.array(TEXTS, object)))
+  want = tag_spans.served_outputs(model, tok, "xlnet", MAX_LEN, LABELS, TEXTS, 40, 40)
+  for key, value in want.items():
+    value_got = got[key].numpy()
+    np.testing.assert_array_equal(_decoded(value_got) if value_got.dtype == object else value_got,
+                                  value, err_msg=key)
