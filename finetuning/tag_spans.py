@@ -15,13 +15,17 @@ task's own code, so the export's self-check has an independent answer to compare
   "conlleval": an I-X without a B-X before it starts an entity; B-X B-X are two) and each entity
   into (type, start, end): the characters from its first word's start to its last word's end,
   end exclusive, so `text[start:end]` is its words with their original spacing.
+
+`export_tagger` writes the SavedModel on raw text (serving/tagging_graph.py), published only
+when it agrees with this path (`served_outputs`: the same answers laid out as its outputs).
 """
 
 import dataclasses
 
 import numpy as np
 
-from finetuning import entity_metrics, tagging_features
+from finetuning import conll, entity_metrics, tagging_features
+from serving import export, tagging_graph
 from serving import tasks as serving_tasks
 from serving import utf8
 
@@ -114,3 +118,20 @@ def served_outputs(model, tokenizer, model_type, max_seq_length, labels, texts, 
           "tags": tags,
           "truncated": np.array([len(t.spans) > max_entities or len(t.tags) > max_words
                                  for t in tagged])}
+
+
+def export_tagger(model, tokenizer, model_type, max_seq_length, labels, export_dir, log=print,
+                  max_entities=tagging_graph.MAX_ENTITIES, max_words=tagging_graph.MAX_WORDS,
+                  padding=None, xla=False):
+  """Writes the tagging SavedModel (serving/tagging_graph.tagger_module: `text` [N] ->
+  entity_type, start, end, count, tags, truncated) at `export_dir` through export.save, which
+  publishes it only when, reloaded, it gives `served_outputs` on tagging_graph.PROBES (invalid
+  UTF-8, accents, CJK, odd spaces, an empty text, a text of several windows). padding, xla: as
+  export.classifier_module. Returns export_dir."""
+  labels = conll.label_list(labels=labels)
+  module = tagging_graph.tagger_module(model, tokenizer, model_type, max_seq_length, labels,
+                                       max_entities, max_words, padding, xla)
+  texts = list(tagging_graph.PROBES)
+  expected = served_outputs(model, tokenizer, model_type, max_seq_length, labels, texts,
+                            max_entities, max_words)
+  return export.save(module, export_dir, {"text": np.array(texts, object)}, expected, log=log)

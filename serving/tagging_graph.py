@@ -1,6 +1,10 @@
 """Token tagging (named entities) in the serving graph: raw text -> entity spans with character
 offsets, the same as the Python path (finetuning/tag_spans.py) on the same bytes.
 
+`tagger_module` builds the serving module; finetuning/tag_spans.export_tagger publishes it
+through serving/export.save, checked against the Python path on PROBES (the export lives with
+the task, above serving in the import layers, as every task's export does).
+
 The signature `serving_default` takes `text` tf.string [N] and returns:
 
   entity_type  tf.string [N, E]  each entity's type ("PER" for B-PER / I-PER), "" padding
@@ -33,11 +37,12 @@ The steps, each the Python path's (finetuning/tagging_features.py has the rules)
    word's first character to its last word's end, the original spacing between included.
 """
 
+import re
+
 import numpy as np
 import tensorflow as tf
 
 from data_utils import layouts
-from finetuning import conll, tagging_features
 from serving import export, packing
 
 # Python's str.isspace() code points all lie below U+3001.
@@ -100,16 +105,17 @@ def window_index(piece_counts, first_of_text, budget):
   return win
 
 
-def _segment_first(values, segments, n):
-  """values of each segment's first element (segments sorted): [n]."""
-  return tf.math.unsorted_segment_min(values, segments, n)
-
-
 def label_codes(labels):
   """(prefix code [C + 1] (O 0, B 1, I 2), type index [C + 1], type names) of the labels, the
-  extra last class being the "O" of a word with no piece. Labels as conll.label_list wants."""
-  labels = conll.label_list(labels=labels)
-  parsed = [conll.split_tag(t) for t in labels] + [("O", "")]
+  extra last class being the "O" of a word with no piece. Each label is O, B-TYPE or I-TYPE
+  (the tags finetuning/conll.py reads; ValueError naming the first that is not)."""
+  parsed = []
+  for label in labels:
+    tag = re.fullmatch(r"([BI])-(\S+)", label)
+    if label != "O" and tag is None:
+      raise ValueError(f"label {label!r} is not O, B-TYPE or I-TYPE")
+    parsed.append(tag.groups() if tag else ("O", ""))
+  parsed.append(("O", ""))
   types = sorted({t for p, t in parsed if p != "O"})
   index = {t: k for k, t in enumerate(types)}
   return (np.array([PREFIX_CODES[p] for p, _ in parsed], np.int32),
@@ -158,7 +164,10 @@ def tagger_module(model, tokenizer, model_type, max_seq_length, labels,
     padding, xla: as export.classifier_module.
   """
   tok = export.graph_tokenizer(tokenizer)
-  budget = tagging_features.row_budget(max_seq_length, model_type)
+  budget = max_seq_length - layouts.special_count(model_type, False)
+  if budget < 1:
+    raise ValueError(f"--max_seq_length={max_seq_length}: no room for a piece in a "
+                     f"{model_type} row")
   left = layouts.rows(model_type).left_padded
   padding, call = export.check_padding(padding, xla), export.model_call(model, xla)
   prefix_of, kind_of, types = label_codes(labels)
@@ -189,7 +198,8 @@ def tagger_module(model, tokenizer, model_type, max_seq_length, labels,
     width = tf.shape(rows["input_ids"])[1]
     # each word's first piece: its place in the row's pieces, then the row's column
     before = tf.cumsum(counts, exclusive=True)
-    place = before - tf.gather(_segment_first(before, row_of_word, n_rows), row_of_word)
+    row_before = tf.math.unsorted_segment_min(before, row_of_word, n_rows)       # [R]
+    place = before - tf.gather(row_before, row_of_word)
     row_len = tf.minimum(tf.cast(row_ids.row_lengths(), tf.int32), budget)
     if left:      # `A <sep> <cls>` at the right end of the trimmed row
       column = width - 2 - tf.gather(row_len, row_of_word) + place
@@ -218,22 +228,9 @@ def tagger_module(model, tokenizer, model_type, max_seq_length, labels,
   return export._Serving(model, tok, serve, [export._strings("text")], "tagger")  # noqa: SLF001
 
 
-# Self-check inputs: the shared probes, entity-ish text, invalid UTF-8, and one text longer
-# than any row (windows).
+# The export's self-check inputs (finetuning/tag_spans.export_tagger): the shared probes,
+# entity-ish text, invalid UTF-8, and a text longer than any row (several windows).
 PROBES = tuple(export.PROBE_TEXTS) + (
     "John Smith   flew from New York\tto Paris ,  then Zürich.",
     b"Caf\xc3 M\xfcller \xe2\x82 in S\xc3\xa3o Paulo",
     " ".join(export.PROBE_TEXTS) * 3)
-
-
-def export_tagger(model, tokenizer, model_type, max_seq_length, labels, export_dir, log=print,
-                  max_entities=MAX_ENTITIES, max_words=MAX_WORDS, padding=None, xla=False):
-  """Writes the tagging SavedModel (tagger_module) at `export_dir` through export.save, checked
-  against the Python path (finetuning/tag_spans.py) on PROBES. Returns export_dir."""
-  from finetuning import tag_spans
-  module = tagger_module(model, tokenizer, model_type, max_seq_length, labels, max_entities,
-                         max_words, padding, xla)
-  texts = list(PROBES)
-  expected = tag_spans.served_outputs(model, tokenizer, model_type, max_seq_length, labels,
-                                      texts, max_entities, max_words)
-  return export.save(module, export_dir, {"text": np.array(texts, object)}, expected, log=log)

@@ -85,8 +85,8 @@ def test_served_spans_equal_the_python_path(family, tokenizers, tmp_path):
   tok = tokenizers[family]
   model = _model(family, tok, seed=3)
   export_dir = str(tmp_path / "export")
-  tagging_graph.export_tagger(model, tok, family, MAX_LEN, LABELS, export_dir,
-                              log=lambda _: None, max_entities=40, max_words=40)
+  tag_spans.export_tagger(model, tok, family, MAX_LEN, LABELS, export_dir,
+                          log=lambda _: None, max_entities=40, max_words=40)
   got = _served(export_dir, TEXTS)
   want = tag_spans.served_outputs(model, tok, family, MAX_LEN, LABELS, TEXTS, 40, 40)
   for key, value in want.items():
@@ -178,3 +178,12 @@ def test_rows_kept_at_max_seq_length_same_answers(tokenizers):
     value_got = got[key].numpy()
     np.testing.assert_array_equal(_decoded(value_got) if value_got.dtype == object else value_got,
                                   value, err_msg=key)
+
+
+def test_label_codes_by_hand_and_a_bad_label_refused():
+  prefix, kind, types = tagging_graph.label_codes(["O", "B-PER", "I-LOC", "B-LOC", "I-PER"])
+  assert types == ["LOC", "PER"]
+  assert prefix.tolist() == [0, 1, 2, 1, 2, 0]           # the extra last class: no piece, O
+  assert kind.tolist() == [-1, 1, 0, 0, 1, -1]
+  with pytest.raises(ValueError, match="label 'PER' is not O, B-TYPE or I-TYPE"):
+    tagging_graph.label_codes(["O", "PER"])
