@@ -25,7 +25,8 @@ is the median over rounds of the arm's time, a ratio the median over rounds of t
 times in that round (a neighbour on a shared machine slows both sides of a ratio alike). The
 vectors of every arm are compared with saved_max's first (max difference, printed).
 
-  python bench/embeddings.py [--model_type xlnet] [--rounds 5] [--batches 4] [--out FILE]
+  python bench/embeddings.py [--model_type xlnet] [--rounds 5] [--batches 4] [--threads 0]
+      [--out FILE]
 """
 
 import argparse
@@ -145,9 +146,9 @@ def build(work_dir, model_type, source, tok, max_len):
 class STWorker:
   """SentenceTransformer(st_dir) in a process of its own; each call is timed inside it."""
 
-  def __init__(self, st_dir, max_len):
+  def __init__(self, st_dir, max_len, threads):
     self.proc = subprocess.Popen([sys.executable, __file__, "--st_worker", st_dir,
-                                  "--max_seq_length", str(max_len)],
+                                  "--max_seq_length", str(max_len), "--threads", str(threads)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     self.length = {}
 
@@ -163,10 +164,10 @@ class STWorker:
     self.proc.wait()
 
 
-def st_worker(st_dir, max_len):
+def st_worker(st_dir, max_len, threads):
   import torch
   from sentence_transformers import SentenceTransformer
-  torch.set_num_threads(os.cpu_count())
+  torch.set_num_threads(threads or os.cpu_count())
   model = SentenceTransformer(st_dir, device="cpu")
   padded = {"max": {"text": {"padding": "max_length", "max_length": max_len}}, "longest": {}}
   for line in sys.stdin:
@@ -222,22 +223,30 @@ def main():
   parser.add_argument("--batch_sizes", default="32,1", help="comma-separated batch sizes")
   parser.add_argument("--batches", type=int, default=4, help="batches per arm per round")
   parser.add_argument("--rounds", type=int, default=5, help="rounds (medians over them)")
+  parser.add_argument("--threads", type=int, default=0, help="threads of each side's "
+                      "operations (TensorFlow intra-op, torch.set_num_threads); 0: every core. "
+                      "1 keeps a loaded machine from slowing one side's thread pool more")
   parser.add_argument("--out", default=None, help="also write the results here (JSON)")
   parser.add_argument("--st_worker", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.st_worker:
-    return st_worker(args.st_worker, args.max_seq_length)
+    return st_worker(args.st_worker, args.max_seq_length, args.threads)
+  if args.threads:
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
   work_dir = os.path.join(args.work_dir, args.model_type)
   os.makedirs(work_dir, exist_ok=True)
   sizes = [int(b) for b in args.batch_sizes.split(",")]
   texts, source, tok, mean_pieces = setup(work_dir, args.model_type, args.vocab,
                                           args.max_seq_length, max(sizes) * args.batches)
   ours, st_dir = build(work_dir, args.model_type, source, tok, args.max_seq_length)
-  st = STWorker(st_dir, args.max_seq_length)
+  st = STWorker(st_dir, args.max_seq_length, args.threads)
   run = runners(ours, st)
   check = {arm: run[arm]([texts[:8]])[1] for arm in ARMS}
   results = {"model_type": args.model_type, **SIZE, "mean_pieces": mean_pieces,
              "max_seq_length": args.max_seq_length, "cpus": os.cpu_count(),
+             "threads": args.threads or os.cpu_count(),
              "max_difference_vs_saved_max": {
                  arm: float(np.max(np.abs(check[arm] - check["saved_max"]))) for arm in ARMS},
              "st_row_length": dict(st.length)}
