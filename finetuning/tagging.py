@@ -299,24 +299,30 @@ class TaggingTask(Task):
 
   # ---- --export_dir -----------------------------------------------------------------------
   @staticmethod
-  def check_export():
-    """ValueError (one line) before any work when the tagging SavedModel export
-    (serving/tagging_graph.py) is not there."""
+  def export_function():
+    """The tagging SavedModel export, `export_tagger(model, tokenizer, model_type,
+    max_seq_length, labels, export_dir, log, ...)` (finetuning/tag_spans.py, which builds
+    serving/tagging_graph.py's module), imported when needed; ValueError (one line) when it is
+    not there."""
     try:
-      from serving import tagging_graph  # noqa: F401
+      from finetuning import tag_spans
     except ModuleNotFoundError as e:
       raise ValueError(f"--export_dir: no tagging SavedModel export ({e})") from None
+    return tag_spans.export_tagger
+
+  def check_export(self):
+    """export_function's error, before any work."""
+    self.export_function()
 
   def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
-    """The SavedModel on raw text returning entity spans: serving/tagging_graph.export_tagger
-    (imported here, so this module does not need it to import)."""
-    from serving import tagging_graph
+    """The SavedModel on raw text returning entity spans (export_function)."""
+    export_tagger = self.export_function()
     c = self.config
     extra = {"padding": padding, "xla": xla, "version": version}
-    accepted = inspect.signature(tagging_graph.export_tagger).parameters
+    accepted = inspect.signature(export_tagger).parameters
     for name, value in extra.items():
       if value and name not in accepted:
         raise ValueError(f"--export_dir: the tagging export takes no {name}={value!r}")
-    return tagging_graph.export_tagger(
-        model, self.tokenizer, c.model_type, c.max_seq_length, list(self.labels), export_dir,
-        log, **{k: v for k, v in extra.items() if k in accepted})
+    return export_tagger(model, self.tokenizer, c.model_type, c.max_seq_length,
+                         list(self.labels), export_dir, log,
+                         **{k: v for k, v in extra.items() if k in accepted})

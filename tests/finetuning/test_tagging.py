@@ -159,11 +159,16 @@ def data(tmp_path_factory):
   d = tmp_path_factory.mktemp("ner")
   rng = np.random.default_rng(0)
   train, dev = _sentences(rng, 40), _sentences(rng, 10)
+  dev.append((["\x07", "Rome"], ["O", "I-LOC"]))   # a word of no piece: predicted O, counted
   (d / "text.txt").write_text("\n".join(" ".join(w) for w, _ in train) + "\n")
   sp = tokenization.train_sentencepiece([str(d / "text.txt")], str(d / "sp"), 60, lower=True)
   vocab = tokenization.Tokenizer(sp, lower=True).vocab_size
   (d / "config.json").write_text(json.dumps({"n_layer": 2, "d_model": 16, "n_head": 2,
                                              "d_head": 8, "d_inner": 32, "n_token": vocab}))
+  (d / "mpnet.json").write_text(json.dumps({
+      "vocab_size": vocab, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+      "intermediate_size": 32, "max_position_embeddings": 40, "pad_token_id": 5,
+      "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}))
   return d, sp, train, dev
 
 
@@ -180,15 +185,23 @@ def _printed_scores(out):
   return lines[-1]
 
 
-@pytest.mark.parametrize("iob1", [True, False])
-def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path, capsys, iob1):
+@pytest.mark.parametrize("family,iob1", [
+    ("xlnet", True), pytest.param("xlnet", False, marks=pytest.mark.slow), ("mpnet", True)])
+def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path, capsys, family,
+                                                                 iob1):
+  """Trains a few steps, writes the dev predictions; the printed scores are the references'
+  on the file's gold and predicted columns. xlnet/BIO also exports (--export_dir,
+  --export_hf_dir: slow); xlnet/IOB1 then evaluates alone from the run directory."""
   d, sp, train, dev = data
   _write_conll(d / "train.txt", train, iob1)
   _write_conll(d / "dev.txt", dev, iob1)
   exports = {} if iob1 else {"export_dir": str(tmp_path / "serving"),
                              "export_hf_dir": str(tmp_path / "hf")}
-  run_main("run_tagger.py", **_flags(d, sp, tmp_path / "run", do_train=True, do_predict=True,
-                                     predict_split="dev", **exports))
+  model = {} if family == "xlnet" else {"model_type": "mpnet",
+                                        "model_config_path": str(d / "mpnet.json")}
+  flags = dict(_flags(d, sp, tmp_path / "run", do_train=True, do_predict=True,
+                      predict_split="dev", **exports), **model)
+  run_main("run_tagger.py", **flags)
   printed = _printed_scores(capsys.readouterr().out)
   path = tmp_path / "run" / "tagging_dev_predictions.txt"
   assert printed["predictions"] == str(path)
@@ -198,6 +211,7 @@ def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path,
   gold = [list(s.tags) for s in conll.read_conll(str(path), tag_column=-2, scheme=scheme)]
   pred = [list(s.tags) for s in conll.read_conll(str(path), tag_column=-1)]
   assert gold == [conll.iob1_to_bio(t) for _, t in dev]
+  assert pred[-1][0] == "O"                                # the word of no piece
   assert sum(t != "O" for p in pred for t in p) > 0        # the model predicts entities
   (p, r, f1), _ = ref.scores(ref.seqeval_default_counts(gold, pred))
   assert (printed["precision"], printed["recall"], printed["f1"]) == pytest.approx((p, r, f1))
@@ -218,9 +232,13 @@ def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path,
     assert config["architectures"] == ["XLNetForTokenClassification"]
     assert [config["id2label"][str(k)] for k in range(5)] == [
         "O", "B-LOC", "B-PER", "I-LOC", "I-PER"]
+  if (family, iob1) != ("xlnet", True):
+    return
   # evaluation alone from the run directory: its labels come from the run, the same scores
-  flags = _flags(d, sp, tmp_path / "eval", do_eval=True, init_checkpoint=str(tmp_path / "run"))
-  del flags["train_file"]
+  flags = dict(flags, model_dir=str(tmp_path / "eval"), do_eval=True, do_train=False,
+               do_predict=False, init_checkpoint=str(tmp_path / "run"))
+  for name in ("train_file", "export_dir", "export_hf_dir"):
+    flags.pop(name, None)
   run_main("run_tagger.py", **flags)
   again = _printed_scores(capsys.readouterr().out)
   assert {k: again[k] for k in again if k != "split"} == {
