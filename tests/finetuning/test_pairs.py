@@ -272,3 +272,8 @@ def test_refusals_are_one_line_before_any_write(setups, tmp_path, capsys):
     code = main_exit("run_pairs.py", model_dir=str(model_dir), **base, **flags)
     assert isinstance(code, str) and "\n" not in code and re.search(pattern, code), code
     assert not model_dir.exists() or not any(model_dir.iterdir()), code
+  no_tokenizer = {k: v for k, v in base.items() if k not in setup["tokenizer"]}
+  code = main_exit("run_pairs.py", model_dir=str(tmp_path / "runT"), **no_tokenizer,
+                   train_file=setup["train_plain"], train_batch_size=2)
+  assert isinstance(code, str) and re.search(r"^run_pairs.py: no tokenizer: pass --sp_model", code)
+  assert not (tmp_path / "runT").exists() or not any((tmp_path / "runT").iterdir())
