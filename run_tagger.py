@@ -72,20 +72,6 @@ flags.DEFINE_integer("eval_batch_size", 64, "Rows per evaluation batch.")
 FLAGS = flags.FLAGS
 
 
-def config_from_flags(f):
-  """The TaggingConfig of the flags; --data_dir's files, overridden by --*_file."""
-  files = tagging.data_dir_files(f.data_dir) if f.data_dir else {}
-  for split in tagging.SPLITS:
-    if getattr(f, f"{split}_file"):
-      files[split] = getattr(f, f"{split}_file")
-  return tagging.TaggingConfig(
-      files=files, sp_model=f.sp_model, vocab_file=f.vocab_file, uncased=f.uncased,
-      model_type=f.model_type, max_seq_length=f.max_seq_length,
-      train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
-      eval_split=f.eval_split, label_scheme=f.label_scheme, tag_column=f.tag_column,
-      seed=f.seed, **training_flags.optimizer_kwargs(f))
-
-
 def _report(split, scores, path=None):
   print(entity_metrics.format_report(scores["conlleval"]))
   print(json.dumps({"split": split, **({"predictions": path} if path else {}),
@@ -100,19 +86,16 @@ def main(argv):
       required=["model_dir", "model_config_path"])
   try:
     model_flags.resolve_tokenizer(FLAGS)
-    config = config_from_flags(FLAGS)
+    config = tagging.config_from_flags(FLAGS)
     labels = FLAGS.labels or (None if FLAGS.do_train else
                               tagging.labels_of_checkpoint(FLAGS.init_checkpoint))
     task = tagging.TaggingTask(config, model_flags.model_config_from_flags(),
                                model_flags.run_config_from_flags(), FLAGS.init_checkpoint,
                                labels=labels)
     # every input read and checked before any work: a bad line is one error, nothing written
-    needed = (["train"] if FLAGS.do_train else []) + ([FLAGS.eval_split] if FLAGS.do_eval
-                                                      else []) + (
-        [FLAGS.predict_split] if FLAGS.do_predict else [])
-    for split in needed:
-      task.sentences(split)
-    task.labels
+    task.check_inputs((["train"] if FLAGS.do_train else [])
+                      + ([FLAGS.eval_split] if FLAGS.do_eval else [])
+                      + ([FLAGS.predict_split] if FLAGS.do_predict else []))
     if FLAGS.export_dir:       # the serving module must be there before training
       task.check_export()
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,

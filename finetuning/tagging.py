@@ -30,6 +30,7 @@ from finetuning import conll
 from finetuning import entity_metrics
 from finetuning import tagging_features
 from modeling import families
+from training import flags as training_flags
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
 
@@ -72,6 +73,21 @@ def data_dir_files(data_dir):
     raise FileNotFoundError(f"--data_dir={data_dir}: none of "
                             f"{', '.join(n for v in DATA_DIR_NAMES.values() for n in v)}")
   return out
+
+
+def config_from_flags(f):
+  """The TaggingConfig of run_tagger.py's flags `f`: --data_dir's files (data_dir_files),
+  overridden by --train_file / --dev_file / --test_file."""
+  files = data_dir_files(f.data_dir) if f.data_dir else {}
+  for split in SPLITS:
+    if getattr(f, f"{split}_file"):
+      files[split] = getattr(f, f"{split}_file")
+  return TaggingConfig(
+      files=files, sp_model=f.sp_model, vocab_file=f.vocab_file, uncased=f.uncased,
+      model_type=f.model_type, max_seq_length=f.max_seq_length,
+      train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
+      eval_split=f.eval_split, label_scheme=f.label_scheme, tag_column=f.tag_column,
+      seed=f.seed, **training_flags.optimizer_kwargs(f))
 
 
 def read_tagged(path, scheme="auto", tag_column=-1, log=print):
@@ -188,6 +204,13 @@ class TaggingTask(Task):
       self._cache[split] = tagging_features.encode_sentences(
           self.tokenizer, self.sentences(split), c.max_seq_length, c.model_type, self.labels)
     return self._cache[split]
+
+  def check_inputs(self, splits):
+    """Reads and checks the files of SPLITS and settles the label set, before any work (a bad
+    line is one error naming it, with nothing written)."""
+    for split in splits:
+      self.sentences(split)
+    return self.labels
 
   def prepare_training_data(self):
     """The training rows and the evaluation file, read and checked before anything is
