@@ -171,6 +171,7 @@ class MPNetWithHead(_MPNetModel):
     super().__init__(config, **kwargs)
     self.head = heads_lib.build(head, kernel_initializer=self.initializer,
                                 dropout=self.config.hidden_dropout_prob)
+    self.dropout.built = True    # the shared base's dropout, unused: the head has its own
 
   @property
   def hf_architecture(self):
