@@ -92,21 +92,20 @@ def config_from_flags(f):
 
 def read_tagged(path, scheme="auto", tag_column=-1, log=print):
   """(sentences in BIO, the scheme used) of a CoNLL file. auto: IOB1 when an entity starts with
-  I- (conll.bio_violations), else BIO; bio refuses such a file in one line (it would train on
-  entities cut in two), naming the first line."""
+  I- (conll.bio_violations), else BIO; bio keeps the tags as written, saying how many entities
+  start with I- (if any: such a file may be IOB1); iob1 converts."""
   if scheme not in SCHEMES:
     raise ValueError(f"--label_scheme={scheme}: expected one of {', '.join(SCHEMES)}")
   sentences = conll.read_conll(path, tag_column=tag_column)
-  if scheme == "iob1" or (scheme == "auto" and conll.bio_violations(sentences)):
+  starts = conll.bio_violations(sentences) if scheme != "iob1" else 0
+  if scheme == "iob1" or (scheme == "auto" and starts):
     sentences = [dataclasses.replace(s, tags=tuple(conll.iob1_to_bio(s.tags))) for s in sentences]
     if scheme == "auto":
       log(f"{path}: read as IOB1 (an entity starts with I-); tags converted to BIO")
     return sentences, "iob1"
-  if scheme == "bio" and conll.bio_violations(sentences):
-    s = next(s for s in sentences if tuple(conll.iob1_to_bio(s.tags)) != s.tags)
-    line = next(n for n, a, b in zip(s.lines, s.tags, conll.iob1_to_bio(s.tags)) if a != b)
-    raise ValueError(f"{path}: line {line}: an entity starts with I- (the file looks IOB1): "
-                     "use --label_scheme=iob1 or auto")
+  if starts:
+    log(f"{path}: {starts} entities start with I- although --label_scheme=bio (an IOB1 file? "
+        "--label_scheme=auto or iob1 converts it)")
   return sentences, "bio"
 
 

@@ -320,3 +320,33 @@ def test_strict_and_conlleval_scores_differ_on_i_started_predictions(data, tmp_p
   (_, _, strict_f1), _ = ref.scores(ref.seqeval_strict_counts(gold, pred))
   assert (f1, strict_f1) == (1.0, 0.0)
   assert (printed["f1"], printed["strict_f1"]) == (f1, strict_f1)
+
+
+def test_data_dir_names_and_label_schemes(tmp_path):
+  """--data_dir finds CoNLL-2003's own names or the common copies' (train.txt / valid.txt);
+  auto reads a file with an I- start as IOB1; bio keeps its tags as written, saying so."""
+  from finetuning import tagging
+  for names in (("eng.train", "eng.testa", "eng.testb"), ("train.txt", "valid.txt", "test.txt")):
+    d = tmp_path / names[0]
+    d.mkdir()
+    for name in names:
+      (d / name).write_text("Anna B-PER\n")
+    assert tagging.data_dir_files(str(d)) == {split: str(d / name) for split, name in
+                                              zip(("train", "dev", "test"), names)}
+  with pytest.raises(FileNotFoundError, match=r"^--data_dir=.*: none of eng\.train"):
+    tagging.data_dir_files(str(tmp_path / "eng.train" / "nothing"))
+  path = tmp_path / "iob1.txt"
+  path.write_text("-DOCSTART- O\n\nAnna I-PER\nKarl I-PER\nwent O\nhome O\n\nRome I-LOC\n")
+  sentences, scheme = tagging.read_tagged(str(path), "auto", log=lambda line: None)
+  assert scheme == "iob1" and [s.tags for s in sentences] == [
+      ("B-PER", "I-PER", "O", "O"), ("B-LOC",)]
+  said = []
+  sentences, scheme = tagging.read_tagged(str(path), "bio", log=said.append)
+  assert scheme == "bio" and sentences[0].tags == ("I-PER", "I-PER", "O", "O")   # as written
+  assert said == [f"{path}: 2 entities start with I- although --label_scheme=bio (an IOB1 "
+                  "file? --label_scheme=auto or iob1 converts it)"]
+  assert [s.tags for s in tagging.read_tagged(str(path), "iob1")[0]] == [
+      ("B-PER", "I-PER", "O", "O"), ("B-LOC",)]
+  bio = tmp_path / "bio.txt"
+  bio.write_text("Anna B-PER\nKarl I-PER\nRome B-LOC\n")
+  assert tagging.read_tagged(str(bio), "auto")[1] == "bio"
