@@ -47,7 +47,8 @@ flags.DEFINE_enum("label_scheme", "auto", list(tagging.SCHEMES),
                   "Tags of the files: bio (IOB2: entities start with B-), iob1 (CoNLL-2003's "
                   "original files: entities start with I-), or auto (a file is IOB1 when some "
                   "entity starts with I-). iob1 files are converted to BIO (what the model learns); "
-                  "bio keeps the tags as written. Entity scores are the same either way.")
+                  "bio keeps the tags as written. conlleval's entity scores are the same either "
+                  "way.")
 flags.DEFINE_integer("tag_column", -1, "The tags' column (0 is the word; negative counts from "
                      "the end). CoNLL-2003's `word POS chunk NER`: -1.")
 flags.DEFINE_list("labels", None, "The label set in id order (e.g. O,B-PER,I-PER); default the "
