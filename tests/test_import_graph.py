@@ -23,8 +23,8 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = ["data_utils", "modeling", "training", "serving", "pretraining", "finetuning",
           "inference", "reproduction"]
-ENTRY = {"run_pretrain", "run_classifier", "run_squad", "run_race", "quickstart", "predict",
-         "data_utils.create_pretrain_data", "data_utils.train_tokenizer"}
+ENTRY = {"run_pretrain", "run_classifier", "run_squad", "run_race", "run_tagger", "run_pairs",
+         "quickstart", "predict", "data_utils.create_pretrain_data", "data_utils.train_tokenizer"}
 TOP = len(LAYERS)
 
 

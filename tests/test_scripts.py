@@ -10,7 +10,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["run_pretrain.py", "run_classifier.py", "run_squad.py", "run_race.py",
-           "data_utils/create_pretrain_data.py", "data_utils/train_tokenizer.py", "quickstart.py",
+           "run_tagger.py", "run_pairs.py", "data_utils/create_pretrain_data.py", "data_utils/train_tokenizer.py", "quickstart.py",
            "predict.py"]
 
 

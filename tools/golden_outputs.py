@@ -50,6 +50,7 @@ was dirty) and environment (Python, TensorFlow versions):
 Excluded or normalised, because they legitimately differ run to run:
   - TensorBoard event files (events.out.tfevents.*: wall times, host name): excluded.
   - logs and stdout beyond the lines above (rates, ETAs, durations): not recorded.
+  - run.json's "created" (the run's start time): removed before hashing.
   - the `checkpoint` state file's all_model_checkpoint_timestamps / last_preserved_timestamp
     lines: removed before hashing.
   - absolute paths of the work directory and of --repo inside text/JSON/binary files:
@@ -280,6 +281,7 @@ _NUMBER_LINE = re.compile(r"^(step \d+/\d+ |eval at step |new best |using the be
                           r"done: |\S+: used \d+ )")
 _LINE_TIMING = (
     (re.compile(r" [\d.]+s/step .*$"), ""),                    # trainer: s/step, tokens/s, ETA
+    (re.compile(r" [\d.]+s for \d+ steps?.*$"), ""),          # trainer: a loop's wall time
     (re.compile(r" in [\d.]+s \([\d,.]+ tokens/s\)"), ""),      # writer's done line
 )
 
@@ -393,6 +395,10 @@ def normalised_bytes(path, rel, work, repo):
     if proto.uuid:
       proto.ClearField("uuid")
       data, notes = proto.SerializeToString(deterministic=True), ["uuid"]
+  if os.path.basename(rel) == "run.json":      # its creation time: a wall clock
+    record = json.loads(data)
+    if isinstance(record, dict) and record.pop("created", None) is not None:
+      data, notes = json.dumps(record, sort_keys=True).encode(), notes + ["created"]
   if os.path.basename(rel) == "checkpoint":
     new = _TIMESTAMP_LINE.sub(b"", data)
     if new != data:
