@@ -132,8 +132,7 @@ def build(work_dir, model_type, source, tok, max_len):
   left = layouts.rows(model_type).left_padded
   for padding in ("max", "longest"):
     def python_path(batch, padding=padding):
-      rows = embedding_graph.one_segment(layouts.encode_texts(tok, batch, None, max_len,
-                                                              model_type))
+      rows = layouts.one_segment(layouts.encode_texts(tok, batch, None, max_len, model_type))
       rows = packing.trim_padding({k: tf.constant(v) for k, v in rows.items()}, max_len, left,
                                   padding)
       return forward(rows).numpy()

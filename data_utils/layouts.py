@@ -158,6 +158,18 @@ def encode_texts(tokenizer, texts_a, texts_b, max_len, model_type="xlnet"):
   return {"input_ids": ids, "seg_ids": seg, "input_mask": mask}
 
 
+def one_segment(rows):
+  """The rows a sentence embedder reads: every seg_id 0 (numpy arrays or tensors, [N, L]).
+
+  sentence-transformers runs XLNetModel without token_type_ids, so Hugging Face's XLNet adds no
+  segment term to attention. XLNet's segment term only compares two positions' segments, so with
+  one segment for the whole row it is the same for every key of a query and cancels in the
+  softmax: the model then computes what sentence-transformers computes (the rows above give
+  <cls> segment 2, which differs once seg_embed is trained). MPNet reads no seg_ids.
+  """
+  return {**rows, "seg_ids": rows["seg_ids"] * 0}
+
+
 def make_tokenizer(model_type, sp_model=None, vocab_file=None, uncased=False):
   """SentencePiece (--sp_model) or, for released MPNet weights, WordPiece (--vocab_file,
   in-graph through tensorflow-text; MPNet's vocabulary is uncased, so it lower-cases)."""

@@ -124,10 +124,10 @@ class PairsTask(Task):
 
   def rows(self, texts):
     """Texts -> rows at --max_seq_length (pairs_data.rows), in one segment
-    (serving/embedding_graph.one_segment: what sentence-transformers' XLNet computes)."""
+    (data_utils/layouts.one_segment: what sentence-transformers' XLNet computes)."""
     c = self.config
-    return embedding_graph.one_segment(pairs_data.rows(self.tokenizer, texts, c.max_seq_length,
-                                                       c.model_type))
+    return layouts.one_segment(pairs_data.rows(self.tokenizer, texts, c.max_seq_length,
+                                               c.model_type))
 
   def train_features(self):
     """{ROLE_KEY: [N, L] array} of the training pairs (ROLE anchor, positive[, negative]) and

@@ -1,4 +1,4 @@
-"""A loaded model on raw text: `encode`, `logits`, `predict` (what `inference.from_pretrained`
+"""A loaded model on raw text: `encode`, `embed`, `logits`, `predict` (what `inference.from_pretrained`
 returns; docs/python-api.md documents it for users).
 
 Rows are this project's (data_utils/layouts.py), the ones fine-tuning and the SavedModels use:
@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from data_utils import layouts
 from modeling import families
+from modeling import pooling as pooling_lib
 from serving import tasks as serving_tasks
 from serving import utf8
 
@@ -114,6 +115,30 @@ class Model:
                                                                              np.float32),
             "pooled": np.concatenate(pooled) if pooled else np.zeros([0, hidden], np.float32),
             "input_mask": rows["input_mask"], "input_ids": rows["input_ids"]}
+
+  def embed(self, texts, pooling="mean", normalize=True, max_length=None):
+    """Sentence embeddings: the last layer pooled over each text's real tokens, as a
+    SentenceTransformer of (Transformer, Pooling, Normalize) on the same weights computes them
+    (modeling/pooling.py), from rows in one segment (layouts.one_segment, what
+    sentence-transformers feeds XLNet).
+
+    Args:
+      texts: a list of str (or bytes), or one str; pooling: "mean", "first" or "last" (the
+        first / last real token on either padding side); normalize: L2-normalise;
+        max_length: tokens per row (default: the model's).
+
+    Returns:
+      float32 [batch, hidden].
+    """
+    pooling_lib.check_mode(pooling)
+    rows = layouts.one_segment(self.rows(texts, None, max_length))
+    out = []
+    for batch in self._batches(rows):
+      h, _ = self._encode_fn(tf.constant(batch["input_ids"]), tf.constant(batch["seg_ids"]),
+                             tf.constant(batch["input_mask"]))
+      out.append(np.asarray(pooling_lib.embed(h, tf.constant(batch["input_mask"]), pooling,
+                                              normalize), np.float32))
+    return np.concatenate(out) if out else np.zeros([0, self.hidden_size], np.float32)
 
   @property
   def hidden_size(self):

@@ -7,10 +7,9 @@ the Python path's steps as ops, as every export of serving/export.py does: the r
 at the door (serving/utf8.py: invalid UTF-8 -> U+FFFD), the tokenizer's in-graph twin
 (export.graph_tokenizer), the family's single-text rows at --max_seq_length
 (serving/packing.pack_rows: XLNet `A <sep> <cls>` left padded, MPNet `<s> A </s>` right
-padded; a longer text keeps its first pieces) in one segment (`one_segment`), then cut to the
-batch's longest row
-(packing.trim_padding; the pooler reads only real tokens, so the vectors do not change), then the
-model. `export_embeddings` publishes through export.save, which reloads the SavedModel and
+padded; a longer text keeps its first pieces) in one segment (`layouts.one_segment`), then cut
+to the batch's longest row (packing.trim_padding; the pooler reads only real tokens, so the
+vectors do not change), then the model. `export_embeddings` publishes through export.save, which reloads the SavedModel and
 checks it against `python_embeddings` (layouts.encode_texts and the model at the fixed length).
 """
 
@@ -23,17 +22,6 @@ from serving import export, packing, tasks, utf8
 OUTPUT = "embedding"
 
 
-def one_segment(rows):
-  """The rows an embedder reads: every seg_id 0 (numpy arrays or tensors, [N, L]).
-
-  sentence-transformers runs XLNetModel without token_type_ids, so Hugging Face's XLNet adds no
-  segment term to attention. XLNet's segment term only compares two positions' segments, so with
-  one segment for the whole row it is the same for every key of a query and cancels in the
-  softmax: the model then computes what sentence-transformers computes (the release's rows give
-  <cls> segment 2, which would differ once seg_embed is trained). MPNet reads no seg_ids.
-  """
-  seg = rows["seg_ids"]
-  return {**rows, "seg_ids": tf.zeros_like(seg) if tf.is_tensor(seg) else np.zeros_like(seg)}
 # the self-check's inputs beyond export.PROBE_TEXTS: invalid UTF-8 (a cut two-byte character,
 # a stray byte), and a text longer than any row
 PROBE_BYTES = (b"caf\xc3 and \xff bytes \xe6\x9d", tasks.LONG_PROBE.encode("utf-8"))
@@ -56,7 +44,7 @@ def embedding_module(model, tokenizer, model_type, max_seq_length, padding=None,
 
   def serve(sentence):
     rows = packing.pack_rows(model_type, tok, tok.tokenize(sentence), None, max_seq_length)
-    rows = packing.trim_padding(one_segment(rows), max_seq_length, left, padding)
+    rows = packing.trim_padding(layouts.one_segment(rows), max_seq_length, left, padding)
     return {OUTPUT: tf.cast(call(rows), tf.float32)}
 
   return export._Serving(model, tok, serve, [export._strings("sentence")],   # noqa: SLF001
@@ -72,7 +60,7 @@ def python_embeddings(model, tokenizer, model_type, max_seq_length, texts, batch
   for start in range(0, len(texts), batch_size):
     rows = layouts.encode_texts(tokenizer, texts[start:start + batch_size], None,
                                 max_seq_length, model_type)
-    out.append(tasks.forward(model, one_segment(rows)))
+    out.append(tasks.forward(model, layouts.one_segment(rows)))
   return np.concatenate(out) if out else np.zeros([0, 0])
 
 

@@ -1,8 +1,9 @@
 """Sentence embeddings through the Python API equal sentence-transformers' on the same tiny
 Hugging Face directories (an XLNet, left padded; an MPNet, right padded): `SentenceTransformer`
 of (Transformer(dir), Pooling(mode), Normalize()) `.encode` against `inference.from_pretrained(dir)
-.encode(texts)` -> modeling.pooling.pool -> normalize, for mean / first ("cls") / last
-("lasttoken") pooling, texts of uneven lengths (one piece; unknown words), to 1e-5."""
+.embed(texts, mode)`, for mean / first ("cls") / last ("lasttoken") pooling, texts of uneven
+lengths (one piece; unknown words), to 1e-5. The XLNet directory's segment weights are made
+large, so that rows read in two segments (the classifier's) would not pass."""
 
 import numpy as np
 import pytest
@@ -32,7 +33,12 @@ CUT = 8                         # a max_length that cuts the longest texts
 def directories(tmp_path_factory):
   root = tmp_path_factory.mktemp("hf")
   sp_model = hf_dirs.train_sp_model(tmp_path_factory.mktemp("sp"))
-  hf_dirs.xlnet_dir(root / "xlnet", sp_model, "XLNetModel")
+  xlnet = hf_dirs.xlnet_dir(root / "xlnet", sp_model, "XLNetModel")
+  with torch.no_grad():       # a trained model's segment term, not a random init's 0.02
+    for layer in xlnet.layer:
+      layer.rel_attn.seg_embed.mul_(50.0)
+      layer.rel_attn.r_s_bias.add_(1.0)
+  xlnet.save_pretrained(str(root / "xlnet"), safe_serialization=True)
   hf_dirs.mpnet_dir(root / "mpnet", "MPNetModel")
   # batch_size 2: the call's rows, padded to its longest, run two at a time
   return {family: (str(root / family), inference.from_pretrained(str(root / family),
@@ -52,8 +58,8 @@ def _close(ours, reference, what):
 
 
 def _ours(model, mode, max_length=None):
-  out = model.encode(SENTENCES, max_length=max_length)
-  return pooling.embed(out["token_states"], out["input_mask"], mode).numpy(), out
+  return model.embed(SENTENCES, mode, max_length=max_length), \
+      model.encode(SENTENCES, max_length=max_length)
 
 
 def _same_tokens(reference, out, family):
@@ -89,6 +95,18 @@ def test_embeddings_equal_sentence_transformers(directories, family):
   assert min(np.abs(means - firsts).max(), np.abs(firsts - lasts).max()) > 1e-3
 
 
+def test_xlnet_embeddings_need_one_segment(directories):
+  """The classifier's rows (<cls> in segment 2) pooled give other vectors than
+  sentence-transformers' on these weights: what embed's one-segment rows avoid."""
+  directory, model = directories["xlnet"]
+  expected = _reference(directory, "mean").encode(SENTENCES, batch_size=2,
+                                                  convert_to_numpy=True)
+  out = model.encode(SENTENCES)
+  two_segments = pooling.embed(out["token_states"], out["input_mask"], "mean").numpy()
+  assert np.abs(two_segments - expected).max() > 20 * TOL
+  _close(model.embed(SENTENCES), expected, "xlnet mean, one segment")
+
+
 @pytest.mark.parametrize("family", ["xlnet", "mpnet"])
 def test_cut_texts_equal_sentence_transformers_at_the_same_max_length(directories, family):
   """Texts longer than the row: sentence-transformers' max_seq_length=8 is our max_length=8
@@ -113,5 +131,4 @@ def test_texts_longer_than_the_model_at_its_default_length(directories):
       [long_text, "x"], convert_to_numpy=True)
   out = model.encode([long_text, "x"])
   assert out["input_ids"].shape[1] == model.max_length == 38
-  _close(pooling.embed(out["token_states"], out["input_mask"], "mean").numpy(), expected,
-         "a text cut to the model's length")
+  _close(model.embed([long_text, "x"]), expected, "a text cut to the model's length")
