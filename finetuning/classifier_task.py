@@ -58,7 +58,7 @@ def build_classifier(config, model_config, run_config, spec):
       summary_type=config.summary_type, use_proj=config.use_proj)
 
 
-class ClassifierTask(Task):
+class ClassifierTask(task_lib.TokenizerFromFlags, Task):
   """See training/trainer.py for the interface."""
 
   recipe_script = "classifier"
@@ -88,14 +88,6 @@ class ClassifierTask(Task):
       classifier_features.check_cache_dir(config.cache_dir)
     self._checked = set()     # (cache path, size, mtime) already checked in this process
     self._claimed = self._warned_small = False
-
-  @property
-  def tokenizer(self):
-    """--sp_model's SentencePiece or --vocab_file's WordPiece (one-line error without)."""
-    if self._tokenizer is None:
-      c = self.config
-      self._tokenizer = layouts.make_tokenizer(c.model_type, c.sp_model, c.vocab_file, c.uncased)
-    return self._tokenizer
 
   # ---- features ---------------------------------------------------------------------
   def cache_path(self, split):

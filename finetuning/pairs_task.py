@@ -63,7 +63,7 @@ def check_config(c):
     raise ValueError(f"--eval_batch_size={c.eval_batch_size}: must be at least 1")
 
 
-class PairsTask(Task):
+class PairsTask(task_lib.TokenizerFromFlags, Task):
   """See training/task.py for the interface."""
 
   recipe_script = "classifier"    # the fine-tuning recipe's optimizer settings
@@ -88,13 +88,6 @@ class PairsTask(Task):
                         "spearman" if config.sts_file else None)
     if self.main_metric is None:
       self.evaluate = None          # nothing to evaluate on: no best/
-
-  @property
-  def tokenizer(self):
-    if self._tokenizer is None:
-      c = self.config
-      self._tokenizer = layouts.make_tokenizer(c.model_type, c.sp_model, c.vocab_file, c.uncased)
-    return self._tokenizer
 
   # ---- data -------------------------------------------------------------------------
   def train_pairs(self):

@@ -128,7 +128,7 @@ def labels_of_checkpoint(path):
   return None
 
 
-class TaggingTask(Task):
+class TaggingTask(task_lib.TokenizerFromFlags, Task):
   """Token tagging on CoNLL files (module docstring); see training/task.py for the interface."""
 
   recipe_script = "classifier"    # a classification head per token: the classifier's recipe
@@ -154,14 +154,6 @@ class TaggingTask(Task):
   @property
   def family(self):
     return self.config.model_type
-
-  @property
-  def tokenizer(self):
-    """--sp_model's SentencePiece or --vocab_file's WordPiece (one-line error without)."""
-    if self._tokenizer is None:
-      c = self.config
-      self._tokenizer = layouts.make_tokenizer(c.model_type, c.sp_model, c.vocab_file, c.uncased)
-    return self._tokenizer
 
   # ---- data -------------------------------------------------------------------------------
   def path(self, split):

@@ -7,6 +7,7 @@ import dataclasses
 
 import tensorflow as tf
 
+from data_utils import layouts
 from modeling import loading
 from training import optimization
 from training import recipes
@@ -51,6 +52,20 @@ def static_batches(ds, batch_size):
   def fix(features):
     return {k: tf.ensure_shape(v, [batch_size] + v.shape[1:]) for k, v in features.items()}
   return ds.map(fix)
+
+
+class TokenizerFromFlags:
+  """A fine-tuning task's `tokenizer`: its config's --sp_model's SentencePiece or --vocab_file's
+  WordPiece for --model_type (--uncased), made on first use (a one-line error without
+  either)."""
+  _tokenizer = None
+
+  @property
+  def tokenizer(self):
+    if self._tokenizer is None:
+      c = self.config
+      self._tokenizer = layouts.make_tokenizer(c.model_type, c.sp_model, c.vocab_file, c.uncased)
+    return self._tokenizer
 
 
 OPTIMIZER_FIELDS = tuple(f.name for f in dataclasses.fields(OptimizerConfig)
