@@ -18,14 +18,10 @@ import tensorflow as tf
 
 from data_utils.tokenization import CLS_ID, SEP_ID
 from data_utils import layouts
+from serving import utf8
 
 MODEL_INPUTS = ("input_ids", "seg_ids", "input_mask", "p_mask", "cls_index")
 WINDOW_INFOS = ("example_index", "span_start", "length", "doc_offset")
-
-# Python's str.isspace() code points all lie below U+3001 (checked in the tests).
-_SPACE_LIMIT = 0x3001
-_IS_SPACE = [chr(c).isspace() for c in range(_SPACE_LIMIT)]
-
 
 def window_counts(doc_lengths, max_doc, doc_stride):
   """Windows per question: 1 if the paragraph fits, else 1 + ceil((n - max_doc) / stride).
@@ -143,13 +139,6 @@ def make_windows(query_ids, doc_ids, max_seq_length, doc_stride, max_query_lengt
   }
 
 
-def is_python_space(code_points):
-  """int32 code points [T] -> bool [T]: Python's str.isspace() of each character."""
-  table = tf.constant(_IS_SPACE)
-  inside = code_points < _SPACE_LIMIT
-  return inside & tf.gather(table, tf.clip_by_value(code_points, 0, _SPACE_LIMIT - 1))
-
-
 def code_points(contexts):
   """tf.string [N] -> int32 code points [N, (chars)], int32 row splits; bytes that are not valid
   UTF-8 count as the U+FFFD that replaces them (Python's errors="replace")."""
@@ -191,7 +180,7 @@ def strip_spans(contexts, example, begin, end):
     exclusive; -1, -1 where the stripped text is empty.
   """
   chars = code_points(contexts)
-  text = tf.logical_not(is_python_space(chars.flat_values))                # [T]
+  text = tf.logical_not(utf8.is_python_space(chars.flat_values))                # [T]
   total = tf.size(text)
   before = tf.concat([[0], tf.cumsum(tf.cast(text, tf.int32))], 0)         # [T + 1]
   text_at = tf.concat([tf.cast(tf.where(text)[:, 0], tf.int32), [total]], 0)   # [K + 1]

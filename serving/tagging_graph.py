@@ -43,11 +43,8 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import layouts
-from serving import export, packing
+from serving import export, packing, utf8
 
-# Python's str.isspace() code points all lie below U+3001.
-_SPACE_LIMIT = 0x3001
-_IS_SPACE = [chr(c).isspace() for c in range(_SPACE_LIMIT)]
 PREFIX_CODES = {"O": 0, "B": 1, "I": 2}
 MAX_ENTITIES = 64
 MAX_WORDS = 256
@@ -67,9 +64,7 @@ def split_words(texts):
   cps, row = chars.flat_values, tf.cast(chars.value_rowids(), tf.int32)
   index = tf.range(tf.size(cps))
   local = index - tf.gather(tf.cast(chars.row_splits, tf.int32), row)
-  space = tf.gather(tf.constant(_IS_SPACE), tf.minimum(cps, _SPACE_LIMIT - 1)) & (
-      cps < _SPACE_LIMIT)
-  word_char = ~space
+  word_char = ~utf8.is_python_space(cps)
   prev_word_char = tf.gather(word_char, tf.maximum(index - 1, 0))
   first = word_char & ((local == 0) | ~prev_word_char)
   n_words = tf.reduce_sum(tf.cast(first, tf.int32))

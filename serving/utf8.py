@@ -15,6 +15,17 @@ Python str, for a request given as bytes or str.
 import tensorflow as tf
 
 REPLACEMENT = 0xFFFD
+# Python's str.isspace() code points all lie below U+3001 (checked in the tests).
+SPACE_LIMIT = 0x3001
+_IS_SPACE = [chr(c).isspace() for c in range(SPACE_LIMIT)]
+
+
+def is_python_space(code_points):
+  """int32 code points [...] -> bool [...]: Python's str.isspace() of each character (the
+  graph's `str.split()`)."""
+  inside = code_points < SPACE_LIMIT
+  return inside & tf.gather(tf.constant(_IS_SPACE),
+                            tf.clip_by_value(code_points, 0, SPACE_LIMIT - 1))
 
 
 def decode(texts):

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from finetuning import squad, squad_features
-from serving import squad_graph
+from serving import squad_graph, utf8
 
 RAGGED = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1)
 STRINGS = tf.TensorSpec([None], tf.string)
@@ -46,7 +46,7 @@ def _infos(windows, starts, ends):
 
 
 def test_python_whitespace_lies_below_the_table():
-  assert max(c for c in range(sys.maxunicode + 1) if chr(c).isspace()) < squad_graph._SPACE_LIMIT
+  assert max(c for c in range(sys.maxunicode + 1) if chr(c).isspace()) < utf8.SPACE_LIMIT
 
 
 @pytest.mark.parametrize("model_type", ["xlnet", "mpnet"])
