@@ -12,8 +12,12 @@ install:
 	$(PIP) -r requirements.txt
 	$(PIP) -e .
 
+# seqeval (a reference of the entity scores) ships only as a source archive whose setup.py
+# needs setuptools-scm at build time, which its isolated build cannot get: installed after it,
+# without build isolation.
 install-dev:
 	$(PIP) -r requirements-dev.txt
+	$(PIP) --no-build-isolation seqeval==1.2.2
 	$(PIP) -e .
 
 quickstart: install

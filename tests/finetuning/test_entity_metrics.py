@@ -166,3 +166,41 @@ def test_random_sequences_against_references():
     # IOB1 reading of the same tags: conversion keeps conlleval's entities
     assert counts(em.score(gold, pred)) == counts(
         em.score([conll.iob1_to_bio(s) for s in gold], [conll.iob1_to_bio(s) for s in pred]))
+
+
+CRAFTED = [  # (gold, predicted): the cases conlleval and seqeval's modes tell apart
+    ([["B-PER", "I-PER", "O"]], [["I-PER", "I-PER", "O"]]),          # I- without B-
+    ([["B-PER", "B-PER", "O"]], [["B-PER", "I-PER", "O"]]),          # adjacent, one type
+    ([["O", "B-LOC", "I-LOC"]], [["O", "B-LOC", "I-LOC"]]),          # at the sentence's end
+    ([["I-ORG", "I-ORG", "O", "I-PER"]], [["B-ORG", "I-ORG", "O", "B-PER"]]),   # IOB1 vs BIO
+    ([["B-PER", "I-LOC", "I-LOC"], ["O"]], [["B-PER", "I-PER", "I-LOC"], ["B-MISC"]]),
+]
+
+
+@pytest.mark.parametrize("mode", ["conlleval", "strict"])
+def test_scores_equal_the_seqeval_library(mode):
+  """The released seqeval (1.2.2) itself: its default mode is conlleval's, `mode="strict",
+  scheme=IOB2` the strict one; micro precision / recall / F1 and per-type F1."""
+  from tests.reference_libs import require
+  require("seqeval")
+  from seqeval import metrics
+  from seqeval.scheme import IOB2
+  kwargs = {"mode": "strict", "scheme": IOB2} if mode == "strict" else {}
+  rng = random.Random(99)
+  cases = list(CRAFTED)
+  for _ in range(150):
+    gold = [s for s in random_sentences(rng, rng.randint(1, 5)) if s]
+    if gold:
+      cases.append((gold, [[t if rng.random() < 0.7 else rng.choice(TAGS) for t in s]
+                           for s in gold]))
+  for gold, pred in cases:
+    got = em.score(gold, pred, mode)
+    want = (metrics.precision_score(gold, pred, zero_division=0, **kwargs),
+            metrics.recall_score(gold, pred, zero_division=0, **kwargs),
+            metrics.f1_score(gold, pred, zero_division=0, **kwargs))
+    assert (got.precision, got.recall, got.f1) == pytest.approx(want, abs=1e-12), (gold, pred)
+    report = metrics.classification_report(gold, pred, output_dict=True, zero_division=0,
+                                           **kwargs)
+    for t, c in got.per_type.items():
+      if c.gold:       # seqeval reports the gold types
+        assert c.f1 == pytest.approx(report[t]["f1-score"], abs=1e-12), (t, gold, pred)
