@@ -53,6 +53,7 @@ def from_pretrained(path, batch_size=32, log=print, **overrides):
   _load_weights(keras_model, found, family)
   model = Model(keras_model, tokenizer, found.family, labels=found.labels,
                 regression=found.regression, has_head=found.head == "classifier",
+                head=found.head,
                 max_length=max_length, batch_size=batch_size, source=str(path),
                 kind=found.kind, step=found.step)
   if log:
@@ -78,7 +79,11 @@ def describe_loaded(model, found):
   """The one line from_pretrained logs."""
   head = ("regression head" if model.regression else
           f"classifier over {len(model.labels)} labels ({_labels(model.labels)})") \
-      if model.has_head else "encoder"
+      if model.has_head else \
+      f"tagger over {len(model.labels)} labels ({_labels(model.labels)})" \
+      if found.head == "tagger" else \
+      f"sentence embedder ({found.head_spec['mode']} pooling)" if found.head == "embedder" \
+      else "encoder"
   step = f" at step {found.step}" if found.step is not None else ""
   case = ", uncased" if found.tokenizer.uncased else ""
   return (f"inference: loaded {found.family} {head} from {model.source} ({found.kind}): "
@@ -109,7 +114,9 @@ def _build(found, family):
   config = found.config if isinstance(found.config, dict) else \
       family.config_from_json(found.config).to_dict()
   run_config = RunConfig(dropout=0.0, dropatt=0.0, **found.run_settings)
-  if found.task_model == "race":
+  if found.head_spec:
+    model = family.with_head(config, run_config, found.head_spec)
+  elif found.task_model == "race":
     model = family.race_model(config, run_config, found.summary_type, found.use_proj)
   elif found.task_model == "squad":
     model = family.squad_model(config, run_config, *found.squad_top)

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_utils import layouts
+from finetuning import tag_spans
 from modeling import families
 from modeling import pooling as pooling_lib
 from serving import tasks as serving_tasks
@@ -36,12 +37,15 @@ class Model:
   regression), `regression`, `has_head` (logits / predict available), `max_length` (tokens per
   row, special tokens included), `batch_size` (rows per forward pass), `tokenizer` (the Python
   tokenizer), `keras_model` (the Keras task model; its `.encoder` is the encoder), `source`
-  (the path loaded), `kind` and `step` (what and which step was loaded)."""
+  (the path loaded), `kind` and `step` (what and which step was loaded), `head` (None,
+  "classifier", "tagger" for `tag`, "embedder": a run_pairs.py model, whose pooling `embed`
+  uses by default)."""
 
   def __init__(self, keras_model, tokenizer, family, labels=(), regression=False,
                has_head=False, max_length=512, batch_size=32, source=None, kind=None,
-               step=None):
+               step=None, head=None):
     self.keras_model, self.tokenizer, self.family = keras_model, tokenizer, family
+    self.head = head
     self.labels, self.regression, self.has_head = tuple(labels), regression, has_head
     self.max_length, self.batch_size = int(max_length), int(batch_size)
     self.source, self.kind, self.step = source, kind, step
@@ -116,7 +120,7 @@ class Model:
             "pooled": np.concatenate(pooled) if pooled else np.zeros([0, hidden], np.float32),
             "input_mask": rows["input_mask"], "input_ids": rows["input_ids"]}
 
-  def embed(self, texts, pooling="mean", normalize=True, max_length=None):
+  def embed(self, texts, pooling=None, normalize=True, max_length=None):
     """Sentence embeddings: the last layer pooled over each text's real tokens, as a
     SentenceTransformer of (Transformer, Pooling, Normalize) on the same weights computes them
     (modeling/pooling.py), from rows in one segment (layouts.one_segment, what
@@ -124,12 +128,15 @@ class Model:
 
     Args:
       texts: a list of str (or bytes), or one str; pooling: "mean", "first" or "last" (the
-        first / last real token on either padding side); normalize: L2-normalise;
+        first / last real token on either padding side; default: a run_pairs.py model's own,
+        else "mean"); normalize: L2-normalise;
         max_length: tokens per row (default: the model's).
 
     Returns:
       float32 [batch, hidden].
     """
+    if pooling is None:
+      pooling = getattr(getattr(self.keras_model, "head", None), "mode", None) or "mean"
     pooling_lib.check_mode(pooling)
     rows = layouts.one_segment(self.rows(texts, None, max_length))
     out = []
@@ -139,6 +146,22 @@ class Model:
       out.append(np.asarray(pooling_lib.embed(h, tf.constant(batch["input_mask"]), pooling,
                                               normalize), np.float32))
     return np.concatenate(out) if out else np.zeros([0, self.hidden_size], np.float32)
+
+  def tag(self, texts):
+    """Entities in raw text, with a token tagger (a run_tagger.py run, a *ForTokenClassification
+    directory): one dict per text, {"text": the text as read, "entities": [{"type", "start",
+    "end", "text"}] (character offsets, end exclusive), "tags": one per whitespace word}. Words
+    are tagged by their first piece; a text longer than `max_length` window by window
+    (finetuning/tag_spans.py, what the tagging SavedModel computes)."""
+    if self.head != "tagger":
+      raise ValueError(f"tag: {self.source} holds no token tagger ({self.kind})")
+    out = []
+    for t in tag_spans.predict_spans(self.keras_model, self.tokenizer, self.family,
+                                     self.max_length, self.labels, _as_list(texts, "texts")):
+      out.append({"text": t.text, "tags": list(t.tags),
+                  "entities": [{"type": k, "start": a, "end": b, "text": t.text[a:b]}
+                               for k, a, b in t.spans]})
+    return out
 
   @property
   def hidden_size(self):

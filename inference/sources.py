@@ -29,7 +29,9 @@ from modeling import checkpoint, hf_io, tokenizer_files
 RUN_FILE = "run.json"
 EXPORT_FILE = "export.json"
 TASK_FILE = "task.json"          # a classification run's task: finetuning/classifier_task.py
-FINETUNING_SCRIPTS = ("run_classifier.py", "run_race.py", "run_squad.py")
+FINETUNING_SCRIPTS = ("run_classifier.py", "run_race.py", "run_squad.py", "run_tagger.py",
+                      "run_pairs.py")
+TAGGER_LABELS_FILE = "tagging_labels.json"    # a tagging run's labels: finetuning/tagging.py
 # Hugging Face classifiers this project reads: architecture -> a weight its head must hold.
 HF_CLASSIFIERS = {"XLNetForSequenceClassification": "logits_proj.weight",
                   "MPNetForSequenceClassification": "classifier.out_proj.weight"}
@@ -60,6 +62,8 @@ class Found:
   max_length: int = None
   native: bool = False             # weights are a native TF2 checkpoint of the task model
   task_model: str = "classifier"   # the fine-tuning task's model: classifier | race | squad
+  head_spec: dict = None           # a model of modeling/heads.py: its head's spec ("tagger",
+                                   # "embedder" in `head`)
   squad_top: tuple = (5, 5)
 
 
@@ -218,6 +222,18 @@ def _run_dir(run_dir, overrides):
   if script == "run_classifier.py":
     found.head = "classifier"
     found.labels, found.regression = _run_labels(run_dir, settings)
+  elif script == "run_tagger.py":
+    labels_file = fileio.join(run_dir, TAGGER_LABELS_FILE)
+    if not fileio.exists(labels_file):
+      raise ValueError(f"{run_dir}: a tagging run without its {TAGGER_LABELS_FILE} (written "
+                       "when training ends)")
+    labels = fileio.read_json(labels_file, "tagging labels")
+    if not isinstance(labels, list) or not labels:
+      raise ValueError(f"{labels_file}: not a list of labels")
+    _tagger(found, [str(l) for l in labels])
+  elif script == "run_pairs.py":
+    found.head, found.task_model = "embedder", "head"
+    found.head_spec = {"type": "sentence_pooler", "mode": settings.get("pooling") or "mean"}
   else:          # RACE / SQuAD: their task model is built to read the checkpoint; encoder only
     found.task_model = "race" if script == "run_race.py" else "squad"
     found.squad_top = (settings.get("start_n_top", 5), settings.get("end_n_top", 5))
@@ -291,7 +307,17 @@ def _hf_dir(path, overrides):
     id2label = config.get("id2label") or {}
     found.labels = () if found.regression else \
         tuple(str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(n))
+  elif architecture and architecture.endswith("ForTokenClassification"):
+    id2label = config.get("id2label") or {}
+    n = int(config.get("num_labels") or len(id2label) or 2)
+    _tagger(found, [str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(n)])
   return found
+
+
+def _tagger(found, labels):
+  """`found` as a token tagger over `labels` (modeling/heads.TokenTagger)."""
+  found.head, found.task_model, found.labels = "tagger", "head", tuple(labels)
+  found.head_spec = {"type": "token_tagger", "n_class": len(labels), "labels": list(labels)}
 
 
 def _release_dir(path, overrides):

@@ -49,7 +49,8 @@ def build(spec, kernel_initializer=None, dropout=0.0):
   kind = spec.pop("type", None)
   if kind not in HEADS:
     raise ValueError(f"head type {kind!r}: expected one of {', '.join(sorted(HEADS))}")
-  return HEADS[kind](kernel_initializer=kernel_initializer, dropout=dropout, **spec)
+  # named by its type, never uniquified ("token_tagger_1"): checkpoints key weights by path
+  return HEADS[kind](kernel_initializer=kernel_initializer, dropout=dropout, name=kind, **spec)
 
 
 class Head(keras.layers.Layer):

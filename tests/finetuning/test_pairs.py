@@ -28,6 +28,7 @@ import tensorflow as tf
 
 pytestmark = pytest.mark.slow     # tiny models on both sides, a 3-step run per family
 
+import inference
 from finetuning import classifier_task
 from finetuning import retrieval_metrics
 from finetuning.pairs_data import PairColumns
@@ -219,6 +220,10 @@ def test_run_exports_what_sentence_transformers_loads(setups, family, mode, caps
   serve = tf.saved_model.load(str(saved_dir)).signatures["serving_default"]
   served = serve(sentence=tf.constant(texts))["embedding"].numpy()
   assert np.abs(served - got).max() < TOL
+  # the Python API on the run directory: its best checkpoint, its pooling
+  loaded = inference.from_pretrained(str(model_dir), log=None)
+  assert loaded.head == "embedder"
+  assert np.abs(loaded.embed(texts) - got).max() < TOL
   before = initial.encode(texts, convert_to_numpy=True)
   assert np.abs(before - got).max() > 1e-3, "training changed the embeddings"
   # the evaluation's metrics, recomputed from the export's embeddings

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from data_utils import tokenization
+import inference
 from finetuning import conll
 from finetuning import tagging_features as tf_
 from tests import reference_seqeval as ref
@@ -226,6 +227,10 @@ def test_run_tagger_scores_equal_seqeval_on_the_predictions_file(data, tmp_path,
       sum(a == b for g, q in zip(gold, pred) for a, b in zip(g, q)) / words)
   assert json.loads((tmp_path / "run" / "tagging_labels.json").read_text()) == [
       "O", "B-LOC", "B-PER", "I-LOC", "I-PER"]
+  # the Python API on the run directory tags raw text as the predictions file has it
+  loaded = inference.from_pretrained(str(tmp_path / "run"), log=None)
+  tagged = loaded.tag([" ".join(words) for words, _ in dev])
+  assert [t["tags"] for t in tagged] == pred
   if exports:     # the SavedModel on raw text (serving/tagging_graph.py) and the HF layout
     assert (tmp_path / "serving" / "saved_model.pb").exists()
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
