@@ -23,9 +23,9 @@ _IS_SPACE = [chr(c).isspace() for c in range(SPACE_LIMIT)]
 def is_python_space(code_points):
   """int32 code points [...] -> bool [...]: Python's str.isspace() of each character (the
   graph's `str.split()`)."""
+  table = tf.constant(_IS_SPACE)
   inside = code_points < SPACE_LIMIT
-  return inside & tf.gather(tf.constant(_IS_SPACE),
-                            tf.clip_by_value(code_points, 0, SPACE_LIMIT - 1))
+  return inside & tf.gather(table, tf.clip_by_value(code_points, 0, SPACE_LIMIT - 1))
 
 
 def decode(texts):
