@@ -97,8 +97,6 @@ def main(argv):
     task.check_inputs((["train"] if FLAGS.do_train else [])
                       + ([FLAGS.eval_split] if FLAGS.do_eval else [])
                       + ([FLAGS.predict_split] if FLAGS.do_predict else []))
-    if FLAGS.export_dir:       # the serving module must be there before training
-      task.check_export()
     model = runner.train_or_load(task, strategy, model_dir, FLAGS.do_train, FLAGS,
                                  script="run_tagger.py")
     if FLAGS.do_eval:

@@ -18,7 +18,6 @@ dev and test files may not hold a tag outside it (one line naming the file and l
 """
 
 import dataclasses
-import inspect
 import json
 
 import numpy as np
@@ -28,6 +27,7 @@ from data_utils import fileio
 from data_utils import layouts
 from finetuning import conll
 from finetuning import entity_metrics
+from finetuning import tag_spans
 from finetuning import tagging_features
 from modeling import families
 from training import flags as training_flags
@@ -312,31 +312,8 @@ class TaggingTask(task_lib.TokenizerFromFlags, Task):
             self.write_predictions(model, split, output_dir, predicted))
 
   # ---- --export_dir -----------------------------------------------------------------------
-  @staticmethod
-  def export_function():
-    """The tagging SavedModel export, `export_tagger(model, tokenizer, model_type,
-    max_seq_length, labels, export_dir, log, ...)` (finetuning/tag_spans.py, which builds
-    serving/tagging_graph.py's module), imported when needed; ValueError (one line) when it is
-    not there."""
-    try:
-      from finetuning import tag_spans
-    except ModuleNotFoundError as e:
-      raise ValueError(f"--export_dir: no tagging SavedModel export ({e})") from None
-    return tag_spans.export_tagger
-
-  def check_export(self):
-    """export_function's error, before any work."""
-    self.export_function()
-
   def export(self, model, export_dir, log=print, padding=None, xla=False, version=None):
-    """The SavedModel on raw text returning entity spans (export_function)."""
-    export_tagger = self.export_function()
+    """The SavedModel on raw text returning entity spans (tag_spans.export_tagger)."""
     c = self.config
-    extra = {"padding": padding, "xla": xla, "version": version}
-    accepted = inspect.signature(export_tagger).parameters
-    for name, value in extra.items():
-      if value and name not in accepted:
-        raise ValueError(f"--export_dir: the tagging export takes no {name}={value!r}")
-    return export_tagger(model, self.tokenizer, c.model_type, c.max_seq_length,
-                         list(self.labels), export_dir, log,
-                         **{k: v for k, v in extra.items() if k in accepted})
+    return tag_spans.export_tagger(model, self.tokenizer, c.model_type, c.max_seq_length,
+                                   list(self.labels), export_dir, log, padding=padding, xla=xla)
