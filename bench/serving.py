@@ -35,10 +35,15 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import tensorflow as tf
+# run as `python bench/serving.py`, this file's directory comes first on sys.path and its name
+# would hide the project's `serving` package from the imports below
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+  sys.path.pop(0)
 
-from data_utils import corpus, tokenization
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from data_utils import corpus, tokenization  # noqa: E402
 
 MAX_LEN, LABELS = 128, ("0", "1")
 ARMS = ("ours_max", "ours_longest", "ours_buckets", "hf_max", "hf_longest")
