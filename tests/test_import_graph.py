@@ -138,3 +138,16 @@ def test_the_graph_is_read():
   assert "data_utils.layouts" in g["serving.packing"]
   assert "modeling.mpnet.models" in g["modeling.families"]
   assert len(g) > 80
+
+
+def test_test_modules_have_unique_names():
+  """The test directories have no __init__.py, so pytest imports each test module by its file
+  name: two of one name in different directories fail the suite's collection."""
+  seen = {}
+  for d, _, files in os.walk(os.path.join(ROOT, "tests")):
+    for f in files:
+      if f.startswith("test_") and f.endswith(".py"):
+        seen.setdefault(f, []).append(os.path.relpath(os.path.join(d, f), ROOT))
+  clashes = {name: paths for name, paths in seen.items() if len(paths) > 1}
+  assert not clashes, clashes
+  assert len(seen) > 50
