@@ -30,6 +30,7 @@ from finetuning import entity_metrics
 from finetuning import tag_spans
 from finetuning import tagging_features
 from modeling import families
+from modeling import hf_io
 from training import flags as training_flags
 from training import task as task_lib
 from training.task import OptimizerConfig, Task
@@ -116,11 +117,10 @@ def labels_of_checkpoint(path):
   if not path:
     return None
   path = str(path).rstrip("/")
-  config = fileio.join(path, "config.json")
-  if fileio.isdir(path) and fileio.exists(config):
-    id2label = json.loads(fileio.read_bytes(config)).get("id2label")
-    if id2label:
-      return [id2label[str(k)] for k in range(len(id2label))]
+  if fileio.isdir(path) and fileio.exists(fileio.join(path, "config.json")):
+    config = hf_io.read_config(path)
+    if config.get("id2label"):
+      return hf_io.config_labels(config)
   for directory in (path, fileio.dirname(path)):
     found = fileio.join(directory, LABELS_FILE)
     if fileio.isdir(directory) and fileio.exists(found):

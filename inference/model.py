@@ -155,12 +155,14 @@ class Model:
     (finetuning/tag_spans.py, what the tagging SavedModel computes)."""
     if self.head != "tagger":
       raise ValueError(f"tag: {self.source} holds no token tagger ({self.kind})")
-    out = []
-    for t in tag_spans.predict_spans(self.keras_model, self.tokenizer, self.family,
-                                     self.max_length, self.labels, _as_list(texts, "texts")):
-      out.append({"text": t.text, "tags": list(t.tags),
-                  "entities": [{"type": k, "start": a, "end": b, "text": t.text[a:b]}
-                               for k, a, b in t.spans]})
+    texts, out = _as_list(texts, "texts"), []
+    for start in range(0, len(texts), self.batch_size):     # batch_size texts a forward pass
+      for t in tag_spans.predict_spans(self.keras_model, self.tokenizer, self.family,
+                                       self.max_length, self.labels,
+                                       texts[start:start + self.batch_size]):
+        out.append({"text": t.text, "tags": list(t.tags),
+                    "entities": [{"type": k, "start": a, "end": b, "text": t.text[a:b]}
+                                 for k, a, b in t.spans]})
     return out
 
   @property

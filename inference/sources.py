@@ -24,6 +24,7 @@ import dataclasses
 
 from data_utils import fileio
 from finetuning import classifier_data
+from finetuning import tagging
 from modeling import checkpoint, hf_io, tokenizer_files
 
 RUN_FILE = "run.json"
@@ -31,7 +32,6 @@ EXPORT_FILE = "export.json"
 TASK_FILE = "task.json"          # a classification run's task: finetuning/classifier_task.py
 FINETUNING_SCRIPTS = ("run_classifier.py", "run_race.py", "run_squad.py", "run_tagger.py",
                       "run_pairs.py")
-TAGGER_LABELS_FILE = "tagging_labels.json"    # a tagging run's labels: finetuning/tagging.py
 # Hugging Face classifiers this project reads: architecture -> a weight its head must hold.
 HF_CLASSIFIERS = {"XLNetForSequenceClassification": "logits_proj.weight",
                   "MPNetForSequenceClassification": "classifier.out_proj.weight"}
@@ -223,9 +223,9 @@ def _run_dir(run_dir, overrides):
     found.head = "classifier"
     found.labels, found.regression = _run_labels(run_dir, settings)
   elif script == "run_tagger.py":
-    labels_file = fileio.join(run_dir, TAGGER_LABELS_FILE)
+    labels_file = fileio.join(run_dir, tagging.LABELS_FILE)
     if not fileio.exists(labels_file):
-      raise ValueError(f"{run_dir}: a tagging run without its {TAGGER_LABELS_FILE} (written "
+      raise ValueError(f"{run_dir}: a tagging run without its {tagging.LABELS_FILE} (written "
                        "when training ends)")
     labels = fileio.read_json(labels_file, "tagging labels")
     if not isinstance(labels, list) or not labels:
@@ -303,14 +303,9 @@ def _hf_dir(path, overrides):
                        f"{HF_CLASSIFIERS[architecture]}")
     found.head = "classifier"
     found.regression = config.get("problem_type") == "regression"
-    n = int(config.get("num_labels") or len(config.get("id2label") or {}) or 2)
-    id2label = config.get("id2label") or {}
-    found.labels = () if found.regression else \
-        tuple(str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(n))
+    found.labels = () if found.regression else tuple(hf_io.config_labels(config))
   elif architecture and architecture.endswith("ForTokenClassification"):
-    id2label = config.get("id2label") or {}
-    n = int(config.get("num_labels") or len(id2label) or 2)
-    _tagger(found, [str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(n)])
+    _tagger(found, hf_io.config_labels(config))
   return found
 
 

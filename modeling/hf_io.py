@@ -69,6 +69,15 @@ def write_model_dir(model_dir, tensors, config):
   return model_dir
 
 
+def config_labels(config):
+  """The class names of a head's config.json dict (`classifier_keys`' inverse): id2label in id
+  order (keys as strings or ints), `LABEL_i` where it names none; num_labels of them, else as
+  many as id2label holds, else 2."""
+  id2label = config.get("id2label") or {}
+  n = int(config.get("num_labels") or len(id2label) or 2)
+  return [str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(n)]
+
+
 def classifier_keys(n_class, regression, labels=None):
   """config.json's num_labels / id2label / label2id / problem_type of a sequence classifier
   (`labels`: class names, used when there is one per class)."""
