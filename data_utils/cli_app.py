@@ -59,6 +59,7 @@ EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141
 STARTED = time.time()      # when the script began (its imports included): the summary's clock
 _on_success = []
+_before_run = []
 
 
 def _script():
@@ -148,6 +149,29 @@ for line in sys.stdin.buffer:
     out.write(line)
     out.flush()
 """
+
+
+def argv_value(argv, name):
+  """The value the command line gives string flag --NAME (`--NAME=V` or `--NAME V`; the last
+  one wins), or None: for settings needed before absl parses the flags."""
+  value = None
+  for k, arg in enumerate(argv):
+    if arg == "--":
+      break
+    for prefix in (f"--{name}", f"-{name}"):
+      if arg.startswith(prefix + "="):
+        value = arg[len(prefix) + 1:]
+      elif arg == prefix and k + 1 < len(argv):
+        value = argv[k + 1]
+  return value
+
+
+def before_run(callback):
+  """Runs callback(argv) in `run` before absl parses the flags: absl's start-up hooks may
+  start TensorFlow's runtime (tf.distribute's lists the devices), after which TensorFlow no
+  longer reads its environment settings (training/compile_cache.py)."""
+  if callback not in _before_run:
+    _before_run.append(callback)
 
 
 def verbose_requested(argv):
@@ -281,6 +305,8 @@ def run(main, argv=None):
 
   if signal.getsignal(signal.SIGINT) is _interrupted_while_importing:
     signal.signal(signal.SIGINT, signal.default_int_handler)    # KeyboardInterrupt again
+  for callback in _before_run:
+    callback(sys.argv if argv is None else argv)
   app.define_help_flags()   # idempotent; app.run calls it again
   for name in HELP_FLAGS:
     _exit_0_after_help(flags.FLAGS[name])

@@ -13,6 +13,7 @@ from absl import logging
 import keras
 
 from data_utils import cli_app
+from training import compile_cache
 from training import distribution
 from training import loss_scale
 from training import run_record
@@ -22,10 +23,12 @@ from training import trainer as trainer_lib
 
 def configure(flag_values):
   """absl logging at WARNING, TensorFlow's Python-side start-up noise filtered unless --verbose
-  (data_utils/cli_app.py), then --xla and --deterministic: TensorFlow reads them when it runs
+  (data_utils/cli_app.py), XLA's persistent compilation cache (--compile_cache,
+  training/compile_cache.py), then --xla and --deterministic: TensorFlow reads them when it runs
   its first op, so this comes before anything else."""
   logging.set_verbosity(logging.WARNING)
   cli_app.quiet_python_side(not getattr(flag_values, "verbose", False))
+  compile_cache.enable(getattr(flag_values, "compile_cache", None))
   trainer_lib.configure_xla(flag_values.xla)
   trainer_lib.configure_determinism(flag_values.deterministic)
 

@@ -2,6 +2,8 @@
 
 from absl import flags
 
+from data_utils import cli_app
+from training import compile_cache
 from training import distribution
 from training import optimization
 from training import recipes
@@ -77,12 +79,24 @@ def define_training_flags(script, train_steps=1000, save_every=1000, flag_values
                     "some step speed (bench/README.md) and changes "
                     "the last bits of the numbers (summation order), so runs with and without "
                     "it differ. Holds on the same machine, TensorFlow version and flags.")
+  cli_app.before_run(_enable_compile_cache)
+  define.DEFINE_string("compile_cache", None,
+                      "Directory of XLA's persistent compilation cache: a program compiled once "
+                      "is loaded by later runs of the same program (a rerun, a resume, each run "
+                      "of a sweep). Default: $XLNET_COMPILE_CACHE, else ~/.cache/xlnet-tf/xla; "
+                      "'off' disables. May be a gs:// URL (training/compile_cache.py).")
   define.DEFINE_bool("verbose", False,
                     "Keep TensorFlow's start-up noise in the log (C++ INFO/WARNING lines, "
                     "oneDNN and CUDA-not-found notices, unused mask_emb gradients, unused "
                     "checkpoint values such as save_counter, retracing notices), filtered by "
                     "default; errors are never filtered (data_utils/cli_app.py).")
   run_record.define_flags(flag_values)
+
+
+def _enable_compile_cache(argv):
+  """--compile_cache, read from the command line before absl parses it: TensorFlow takes the
+  cache's setting when its runtime starts, which absl's start-up hooks may do."""
+  compile_cache.enable(cli_app.argv_value(argv[1:], "compile_cache"))
 
 
 class _Definer:

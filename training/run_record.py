@@ -51,7 +51,7 @@ NEUTRAL = frozenset({
     "model_config_path",     # its contents are recorded as `model_config`, key by key
     "null_odds_threshold",   # SQuAD 2.0: which answers the submission file leaves empty
     "dev_file", "test_file", "id_column",   # --task_name=custom: what is evaluated / predicted
-    "verbose",
+    "verbose", "compile_cache",
 })
 # Flags naming a file or directory that is read: recorded by fingerprint, not by path.
 # (--record_dir: its record-infos' digest, given by pretraining/runner.py: the records

@@ -20,6 +20,7 @@ import time
 from data_utils import fileio
 from modeling import checkpoint as ckpt_lib
 from training import best as best_lib
+from training import compile_cache
 from training import progress
 
 
@@ -73,6 +74,9 @@ class RunSummary:
       rows.append(("exports", ", ".join(exports)))
     if self.predictions:
       rows.append(("predictions", ", ".join(self.predictions)))
+    cache = compile_cache.active()
+    if cache is not None:
+      rows.append(("XLA programs", cache.report()))
     width = max((len(name) for name, _ in rows), default=0) + 1
     out += [f"  {(name + ':').ljust(width)} {text}" for name, text in rows]
     return out
