@@ -167,7 +167,7 @@ class ClassifierTask(task_lib.TokenizerFromFlags, Task):
     return self._forward(model, self._dataset(split, self.config.eval_batch_size, train=False))
 
   def _forward(self, model, ds):
-    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    forward = task_lib.inference_fn(model)
     outs, labels = [], []
     for batch in ds:
       outs.append(np.asarray(forward(batch).numpy(), np.float64))

@@ -195,7 +195,7 @@ class PairsTask(task_lib.TokenizerFromFlags, Task):
     """The model's embeddings of texts: float32 [N, hidden] (unit length), in
     --eval_batch_size batches of rows at --max_seq_length."""
     rows = self.rows(texts)
-    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    forward = task_lib.inference_fn(model)
     out, size = [], self.config.eval_batch_size
     for start in range(0, len(texts), size):
       out.append(np.asarray(forward({k: tf.constant(v[start:start + size])

@@ -299,7 +299,7 @@ class RaceTask(classifier_task.ClassifierTask):
     """(logits [N, 4] float32, labels [N]) over a split's questions, in read order (labels
     UNLABELLED for a split without answers)."""
     ds = self._dataset(split, self.config.eval_batch_size, train=False)
-    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    forward = task_lib.inference_fn(model)
     logits, labels = [], []
     for batch in ds:
       logits.append(np.asarray(forward(batch), np.float32).reshape(-1, N_CHOICE))

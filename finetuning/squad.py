@@ -147,7 +147,7 @@ class SquadTask(Task):
     the official metrics when the file has answers, else {}."""
     examples, arrays, infos, _ = self._features(path, False)
     ds = tf.data.Dataset.from_tensor_slices(dict(arrays)).batch(self.c.predict_batch_size)
-    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    forward = task_lib.inference_fn(model)
     outs = collections.defaultdict(list)
     for batch in ds:
       for k, v in forward(batch).items():

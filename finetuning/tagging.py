@@ -254,7 +254,7 @@ class TaggingTask(task_lib.TokenizerFromFlags, Task):
     features, _ = self.features(split)
     keys = ("input_ids", "seg_ids", "input_mask")
     ds = tf.data.Dataset.from_tensor_slices({k: features[k] for k in keys})
-    forward = tf.function(lambda b: model(b, training=False), reduce_retracing=True)
+    forward = task_lib.inference_fn(model)
     out = [np.asarray(forward(b), np.float32) for b in ds.batch(self.config.eval_batch_size)]
     n_class = len(self.labels)
     return (np.concatenate(out) if out else

@@ -4,6 +4,7 @@ per-host share of a data set, static batches)."""
 
 import abc
 import dataclasses
+import weakref
 
 import tensorflow as tf
 
@@ -44,6 +45,22 @@ def host_examples(ds, input_context):
   if input_context and input_context.num_input_pipelines > 1:
     ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
   return ds
+
+
+_INFERENCE_FNS = weakref.WeakKeyDictionary()
+
+
+def inference_fn(model):
+  """`model(batch, training=False)` as a tf.function, one per model while it lives: the
+  evaluations of a run (at each checkpoint, then on the best weights) and its predictions share
+  its traces, instead of tracing and optimizing the graph again at every call. It holds the
+  model weakly (the function is no reason to keep a model)."""
+  fn = _INFERENCE_FNS.get(model)
+  if fn is None:
+    ref = weakref.ref(model)
+    fn = tf.function(lambda batch: ref()(batch, training=False), reduce_retracing=True)
+    _INFERENCE_FNS[model] = fn
+  return fn
 
 
 def static_batches(ds, batch_size):

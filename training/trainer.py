@@ -327,7 +327,9 @@ class Trainer:
     def host_loop(iterator, state, num_steps):
       # A graph loop (tf.range: one copy of the step however many steps a host call runs, as
       # TPUs need for long loops); the first step is outside it to give the sums their keys.
-      total, sums, state = one_step(iterator, state, self.step)
+      # the step's number as a value, as in the loop below: one trace and one XLA compile
+      # of the step serve both calls (a variable here would make a second function)
+      total, sums, state = one_step(iterator, state, self.step.read_value())
       for i in tf.range(1, num_steps):
         loss, metrics, state = one_step(iterator, state, self.step + tf.cast(i, tf.int64))
         total += loss
