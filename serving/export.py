@@ -69,7 +69,10 @@ class _Serving(tf.Module):
     # the tf.Variables under the Keras variables: tracking those lets TF1-style loaders (TF
     # Serving's C++ LoadSavedModel, `saved_model_cli run`) restore what the graph reads
     self.model_weights = [w.value for w in model.weights]
-    self.serving_default = tf.function(_decoded_at_the_door(fn), input_signature=input_signature)
+    # autograph off: the serving code is plain TensorFlow ops (Python control flow on a
+    # tensor would fail the trace, not change it), so its conversion is time for nothing
+    self.serving_default = tf.function(_decoded_at_the_door(fn), input_signature=input_signature,
+                                       autograph=False)
 
 
 def _decoded_at_the_door(fn):
