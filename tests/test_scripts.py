@@ -8,13 +8,15 @@ import sys
 
 import pytest
 
+from tests.hang_guard import HANG_GUARD
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["run_pretrain.py", "run_classifier.py", "run_squad.py", "run_race.py",
            "run_tagger.py", "run_pairs.py", "data_utils/create_pretrain_data.py", "data_utils/train_tokenizer.py", "quickstart.py",
            "predict.py"]
 
 
-def _run(*args, timeout=300):
+def _run(*args, timeout=HANG_GUARD):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
   return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                         text=True, timeout=timeout)

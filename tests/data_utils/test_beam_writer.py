@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tests import reference_libs
+from tests.hang_guard import HANG_GUARD
 
 reference_libs.require("apache_beam")
 
@@ -126,7 +127,7 @@ def test_ram_urls_in_and_out(text_and_sp, local):
 def _script(*args):
   return subprocess.run([sys.executable, os.path.join(ROOT, "data_utils",
                                                       "create_pretrain_data.py"), *args],
-                        capture_output=True, text=True, timeout=300, cwd=ROOT)
+                        capture_output=True, text=True, timeout=HANG_GUARD, cwd=ROOT)
 
 
 def _flags(text, sp, out):

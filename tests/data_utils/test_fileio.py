@@ -5,6 +5,7 @@ import os
 import pytest
 
 from data_utils import fileio
+from tests.hang_guard import HANG_GUARD
 
 
 def test_text_reads_with_universal_newlines_and_strict_decoding():
@@ -96,4 +97,4 @@ def test_light_functions_keep_local_paths_off_tensorflow(tmp_path):
           "fileio.remove_light(p); assert fileio.listdir_light(d) == []\n"
           "assert 'tensorflow' not in sys.modules\n")
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  subprocess.run([sys.executable, "-c", code], cwd=root, check=True, timeout=120)
+  subprocess.run([sys.executable, "-c", code], cwd=root, check=True, timeout=HANG_GUARD)

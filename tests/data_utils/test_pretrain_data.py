@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from data_utils import pipeline, record_format, sampling, writer
 from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer, preprocess_text
+from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARAMS = record_format.RecordParams(seq_len=64, reuse_len=32, perm_size=16, num_predict=10,
@@ -264,11 +265,11 @@ def test_cli_end_to_end(tmp_path, text_and_sp):
   args = [sys.executable, "data_utils/create_pretrain_data.py", f"--input_glob={text}",
           f"--sp_model={sp}", f"--output_dir={tmp_path}", "--seq_len=64", "--reuse_len=32",
           "--num_predict=10", "--bsz_per_host=4", "--uncased", "--shard_mb=1"]
-  result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+  result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
   assert result.returncode == 0, result.stderr
   assert "tokens/s" in result.stdout and "ETA" in result.stdout
   bad = subprocess.run(args[:3] + [f"--sp_model={tmp_path}/missing.model"] + args[4:],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
   assert bad.returncode == 1 and "missing.model: SentencePiece model not found" in bad.stderr
 
 

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from data_utils import fileio, record_format, tokenization, writer
+from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PARAMS = record_format.RecordParams(seq_len=64, reuse_len=32, perm_size=16, num_predict=10,
@@ -156,6 +157,6 @@ def test_a_local_run_never_imports_tensorflow(tmp_path, text_and_sp):
           "assert s['shards'] >= 3, s\n"
           "print('tensorflow' in sys.modules)\n")
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+                          cwd=ROOT, timeout=HANG_GUARD)
   assert result.returncode == 0, result.stderr
   assert result.stdout.strip() == "False"

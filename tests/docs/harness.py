@@ -42,6 +42,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__":    # run as a script: the repository root importable (tests.*)
+  sys.path.insert(0, ROOT)
+from tests.hang_guard import HANG_GUARD  # noqa: E402
+
 DOC_GLOBS = ("README.md", "docs/*.md", "bench/README.md")
 SHELL = ("bash", "sh", "console", "shell")
 LANGUAGES = SHELL + ("python",)
@@ -49,7 +53,6 @@ MARKER = re.compile(r"<!--\s*docs-test:\s*(.*?)\s*-->")
 MODES = ("check-only", "skip")
 QUICKSTART = ("quickstart.py", "--preset=tiny")      # the README's first run
 QUICKSTART_OUTPUT = os.path.join("output", "quickstart-tiny")
-BLOCK_TIMEOUT = 1800                                   # a hang guard only, seconds
 PYTHONS = re.compile(r"^python(3(\.\d+)?)?$")
 SEPARATORS = {";", "&&", "&", "|", "||", "(", ")"}
 WRAPPERS = {"time", "nohup", "taskset", "env", "exec", "sudo", "xargs", "timeout", "nice"}
@@ -272,7 +275,7 @@ def _help_text(argv):
              PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")]
                                                    if p]))
   try:
-    r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
   except subprocess.TimeoutExpired:
     return 1, ""
   return r.returncode, r.stdout + r.stderr
@@ -580,7 +583,7 @@ def run_env():
   return env
 
 
-def run_block(block, workdir, timeout=BLOCK_TIMEOUT):
+def run_block(block, workdir, timeout=HANG_GUARD):
   """Runs a runnable block in `workdir`; returns (ok, output tail) — a failure names the block."""
   env = run_env()
   if block.lang == "python":
@@ -602,7 +605,7 @@ def runnable(block):
   return block.mode == "run" and block.lang in LANGUAGES and not auto_check_only(block)
 
 
-def run_quickstart(workdir, timeout=1200):
+def run_quickstart(workdir, timeout=HANG_GUARD):
   """The README's first run in `workdir` (outputs in workdir/output/quickstart-tiny); returns
   the CompletedProcess (check its returncode). A rerun skips the finished stages."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
@@ -657,5 +660,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.path.insert(0, ROOT)
   sys.exit(main())

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from tests.docs import harness
+from tests.hang_guard import HANG_GUARD
 
 
 def test_every_bench_script_runs_from_outside_the_repository(tmp_path):
@@ -22,7 +23,7 @@ def test_every_bench_script_runs_from_outside_the_repository(tmp_path):
                                stderr=subprocess.PIPE, text=True) for s in scripts}
   failed = {}
   for script, proc in procs.items():
-    out, err = proc.communicate(timeout=300)
+    out, err = proc.communicate(timeout=HANG_GUARD)
     if proc.returncode or "usage:" not in out:
       failed[script] = err.strip().splitlines()[-1:]
   assert not failed, failed

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from data_utils import lanes
+from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,6 +28,6 @@ def test_readme_states_the_rule_in_one_line():
                                           ("run_pretrain.py", "--bsz_per_host")])
 def test_help_states_the_rule(script, flag):
   out = subprocess.run([sys.executable, os.path.join(ROOT, script), "--helpfull"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, check=True).stdout
+                       capture_output=True, text=True, timeout=HANG_GUARD, check=True).stdout
   start = out.index(f"  {flag}:")
   assert lanes.RULE in _flat(out[start:start + 1200])

@@ -11,6 +11,7 @@ import pytest
 
 from data_utils import tokenization
 from finetuning import squad, squad_features
+from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -100,7 +101,7 @@ def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
           "--train_batch_size=16", "--learning_rate=3e-3", "--train_steps=200",
           "--warmup_steps=20", "--save_every=200", "--steps_per_loop=20", "--dropout=0",
           "--dropatt=0", "--lr_layer_decay_rate=1.0", "--start_n_top=3", "--end_n_top=3"]
-  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=900,
+  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD,
                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert r.returncode == 0, r.stderr[-3000:]
   out = tmp_path / "m"
@@ -116,7 +117,7 @@ def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
   again = subprocess.run([sys.executable, "run_squad.py", "--do_eval_only",
                           f"--predict_file={dev}", f"--predictions={out}/predictions.json",
                           f"--null_odds={out}/null_odds.json"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=HANG_GUARD)
   assert json.loads(again.stdout) == pytest.approx(result)
 
 

@@ -18,6 +18,7 @@ from modeling.xlnet.config import XLNetConfig
 from pretraining import runner as pretraining_runner
 from tests import pretrain_helpers as ph
 from tests import script_helpers
+from tests.hang_guard import HANG_GUARD
 
 
 class Built(Exception):
@@ -121,7 +122,7 @@ def test_mirrored_two_devices_same_training_with_recompute(tmp_path, setup):
   records = ph.make_records(setup["text"], setup["sp"], tmp_path / "records", cores=2)
   result = subprocess.run(
       [sys.executable, "-c", MIRRORED, str(setup["vocab"]), records, str(tmp_path)],
-      cwd=script_helpers.ROOT, capture_output=True, text=True, timeout=900,
+      cwd=script_helpers.ROOT, capture_output=True, text=True, timeout=HANG_GUARD,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert result.returncode == 0, result.stderr[-3000:]
   runs = json.loads(result.stdout.strip().splitlines()[-1])

@@ -31,6 +31,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import lanes, pipeline, record_format
+from tests.hang_guard import HANG_GUARD
 from tests.training.test_multiworker import REFERENCE as MIRRORED   # 2 logical CPUs
 from tests.training.test_multiworker import clean_env, event_losses, free_ports
 
@@ -52,7 +53,7 @@ def write_records(text, sp, out, *extra):
       cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
 
 
-def wait(procs, timeout=900):
+def wait(procs, timeout=HANG_GUARD):
   """[(returncode, stdout, stderr)] of every process; none is left running."""
   try:
     outs = [p.communicate(timeout=timeout) for p in procs]

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from data_utils import pipeline
 from tests import pretrain_helpers as ph
+from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -188,7 +189,7 @@ def runs(tmp_path_factory, recs):
                                   stderr=subprocess.PIPE, text=True, env=env)
            for name, command in commands.items()}
   try:
-    outputs = {name: proc.communicate(timeout=600) for name, proc in procs.items()}
+    outputs = {name: proc.communicate(timeout=HANG_GUARD) for name, proc in procs.items()}
   finally:                                  # a timeout leaves no child running
     for proc in procs.values():
       proc.kill()
@@ -235,12 +236,12 @@ def test_cli_errors_are_one_line(tmp_path, recs):
           f"--model_config_path={cfg}", f"--model_dir={tmp_path}/m", "--bsz_per_host=4",
           "--num_predict=5", "--reuse_len=16", "--bi_data"]
   r = subprocess.run(base + ["--seq_len=64"], cwd=ROOT, capture_output=True, text=True,
-                     timeout=300)
+                     timeout=HANG_GUARD)
   assert r.returncode == 1
   assert "seq_len=32 (asked 64)" in r.stderr.strip().splitlines()[-1]
   r = subprocess.run(base + ["--seq_len=32", "--train_steps=4", "--steps_per_loop=2",
                              "--mem_len=16", "--save_every=4"], cwd=ROOT, capture_output=True,
-                     text=True, timeout=300)
+                     text=True, timeout=HANG_GUARD)
   assert r.returncode == 0, r.stderr[-2000:]
   assert "tokens/s ETA" in r.stdout and "exported" in r.stdout
 

@@ -227,7 +227,7 @@ def test_quickstart_tiny_end_to_end(quickstart_tiny):
   chosen = "0.003" if dev["0.003"] > dev["0.001"] else "0.001"
   assert f"--learning_rate={chosen}" in (out / "logs" / "classify-plm-s0.log").read_text()
   # a rerun skips every finished stage and rewrites the report
-  rerun = harness.run_quickstart(str(quickstart_tiny.workdir), timeout=300)
+  rerun = harness.run_quickstart(str(quickstart_tiny.workdir))
   assert rerun.returncode == 0, rerun.stderr[-2000:]
   assert rerun.stdout.count("done in an earlier run") == len(stages)
 

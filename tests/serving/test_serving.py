@@ -27,6 +27,7 @@ from modeling.xlnet.models import (XLNetClassifier, XLNetPretrainModel, XLNetRac
 from serving import export, tasks
 from tests import data_fixtures
 from tests.data_utils import test_wordpiece
+from tests.hang_guard import HANG_GUARD
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
 ENV.pop("PYTHONPATH", None)
@@ -202,7 +203,7 @@ def test_a_fresh_process_gets_the_python_paths_predictions(exported):
   in_sessions.write_text(json.dumps(["mnli", "sst2_mpnet", "squad"]))
   r = subprocess.run([sys.executable, "-c", _CHECK, str(request), str(root / "out.json"),
                       str(in_sessions)],
-                     cwd=str(root), env=ENV, capture_output=True, text=True, timeout=600)
+                     cwd=str(root), env=ENV, capture_output=True, text=True, timeout=HANG_GUARD)
   assert r.returncode == 0, r.stderr[-3000:]
   result = json.loads((root / "out.json").read_text(encoding="utf-8"))
   assert result["modules"] == []            # none of this project's code was needed

@@ -24,6 +24,7 @@ from modeling.xlnet.config import XLNetConfig
 from modeling.xlnet.models import XLNetPretrainModel
 from tests import pretrain_helpers as ph
 from tests import reference as ref
+from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORD = 189          # framed bytes of one record at the helpers' sizes (seq 32)
@@ -73,7 +74,7 @@ def _run_concurrently(argvs):
   procs = {name: subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=env) for name, argv in argvs.items()}
   try:
-    outputs = {name: proc.communicate(timeout=300) for name, proc in procs.items()}
+    outputs = {name: proc.communicate(timeout=HANG_GUARD) for name, proc in procs.items()}
   finally:
     for proc in procs.values():
       proc.kill()

@@ -21,6 +21,7 @@ import tensorflow as tf
 from data_utils.tokenization import Tokenizer
 from tests import pretrain_helpers as ph
 from tests.finetuning.test_classifier import sst2  # noqa: F401  (the tiny SST-2 fixture)
+from tests.hang_guard import HANG_GUARD
 from training import trainer
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
@@ -63,7 +64,7 @@ def assert_same_bytes(a, b, context=""):
       assert fa.read() == fb.read(), f"{a}{suffix} and {b}{suffix} differ in bytes"
 
 
-def run_all(commands, cwd=ROOT, timeout=300):
+def run_all(commands, cwd=ROOT, timeout=HANG_GUARD):
   """Runs the commands concurrently; fails with the stderr of any that fails."""
   procs = [subprocess.Popen(c, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=ENV) for c in commands]
@@ -95,8 +96,9 @@ class Run:
       self.lines.append(None)                 # end of output
       self.cond.notify_all()
 
-  def wait_for(self, predicate, timeout=240):
-    """The first line satisfying `predicate`; fails if the run ends without one."""
+  def wait_for(self, predicate, timeout=HANG_GUARD):
+    """The first line satisfying `predicate`; fails if the run ends without one, or (hung)
+    has not logged it `timeout` seconds after the call."""
     deadline = time.time() + timeout
     seen = 0
     with self.cond:
@@ -112,13 +114,13 @@ class Run:
   def kill(self):
     """SIGKILL; returns where it landed (the last line logged)."""
     self.proc.send_signal(signal.SIGKILL)
-    self.proc.wait(60)
+    self.proc.wait(HANG_GUARD)
     trainer_lines = ("step ", "saved ", "resumed ", "checkpoint written", "exported ")
     with self.cond:
       return next((l[:40] for l in reversed(self.lines) if l and l.startswith(trainer_lines)),
                   "start-up (nothing logged)")
 
-  def finish(self, timeout=240):
+  def finish(self, timeout=HANG_GUARD):
     self.proc.wait(timeout)
     with self.cond:
       while self.lines[-1:] != [None]:        # all output read

@@ -32,6 +32,7 @@ import tensorflow as tf
 from finetuning.classifier_task import ClassifierConfig, ClassifierTask
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
+from tests.hang_guard import HANG_GUARD
 from training import entry
 from training import loss_scale
 from training import trainer as trainer_lib
@@ -382,7 +383,7 @@ def test_two_replicas_skip_together_when_one_overflows(tmp_path):
   both skip (Keras alone would take replica 0's verdict and all-reduce an inf into every
   weight); once the scale is low enough, both apply the same finite update."""
   result = subprocess.run([sys.executable, "-c", MIRRORED, "4"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600,
+                          text=True, timeout=HANG_GUARD,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert result.returncode == 0, result.stderr[-3000:]
   steps = json.loads(result.stdout.strip().splitlines()[-1])

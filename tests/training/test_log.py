@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from data_utils import cli_app
 from tests import best_helpers
+from tests.hang_guard import HANG_GUARD
 from tests.training.test_training_steps import _classifier
 from training import progress
 from training import summary
@@ -195,7 +196,7 @@ def _script(*args):
   env = {k: v for k, v in os.environ.items()       # TensorFlow left to say what it says
          if k not in ("TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES")}
   return subprocess.run([sys.executable, "run_classifier.py", *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)
+                        capture_output=True, text=True, timeout=HANG_GUARD)
 
 
 @pytest.mark.slow   # three script runs in subprocesses

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from tests import pretrain_helpers as ph
+from tests.hang_guard import HANG_GUARD
 
 pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 
@@ -74,7 +75,7 @@ def event_losses(model_dir):
   return found
 
 
-def run_all(procs, timeout=300):
+def run_all(procs, timeout=HANG_GUARD):
   try:
     outs = [p.communicate(timeout=timeout) for p in procs]
   finally:                                  # a failure or timeout leaves no child running

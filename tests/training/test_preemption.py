@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from tests import best_helpers
 from tests.finetuning.test_classifier import sst2  # noqa: F401  (the tiny SST-2 fixture)
+from tests.hang_guard import HANG_GUARD
 from tests.training.test_deterministic import (ENV, ROOT, Run, assert_same_bytes, differences,  # noqa: F401
                                                launch, pretrain_args)
 from training import preemption
@@ -128,7 +129,7 @@ def _sigint_default():
 
 def run_python(code, **kwargs):
   return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True,
-                        text=True, timeout=60, preexec_fn=_sigint_default, **kwargs)
+                        text=True, timeout=HANG_GUARD, preexec_fn=_sigint_default, **kwargs)
 
 
 def test_a_second_signal_while_stopping_exits_at_once():
@@ -170,14 +171,14 @@ def test_ctrl_c_while_importing_is_one_line():
           "from data_utils import cli_app\n"
           "cli_app.quiet_imports(__name__)\n"
           "print('importing', flush=True)\n"
-          "time.sleep(60)   # a slow import\n")
+          "time.sleep(%d)   # a slow import: interrupted long before its end\n" % HANG_GUARD)
   proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=ENV, text=True,
                           preexec_fn=_sigint_default,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
   try:
     assert proc.stdout.readline() == "importing\n"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=HANG_GUARD)
   finally:
     proc.kill()
   assert proc.returncode == 130, err
@@ -191,7 +192,7 @@ def test_help_into_a_closed_pipe_exits_quietly():
   os.close(read_fd)
   try:
     done = subprocess.run([sys.executable, "run_classifier.py", "--help"], cwd=ROOT, env=ENV,
-                          stdout=write_fd, stderr=subprocess.PIPE, text=True, timeout=120)
+                          stdout=write_fd, stderr=subprocess.PIPE, text=True, timeout=HANG_GUARD)
   finally:
     os.close(write_fd)
   assert "BrokenPipeError" not in done.stderr and "Traceback" not in done.stderr, done.stderr
