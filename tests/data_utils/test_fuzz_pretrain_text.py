@@ -158,7 +158,7 @@ def _write(d, files):
 
 @given(files=st.lists(file_bytes(VALID_TEXT.encode()), min_size=1, max_size=2),
        shard_bytes=st.sampled_from([64, 300, 4096, 1 << 20]), bi_data=st.booleans())
-@fuzz_settings(100, deadline_ms=20_000)
+@fuzz_settings(100)
 @each_input_bounded
 def test_fuzz_pretraining_text_to_records(tok, files, shard_bytes, bi_data):
   params = record_format.RecordParams(bi_data=bi_data, **RECORD_PARAMS)

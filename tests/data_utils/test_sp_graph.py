@@ -160,7 +160,7 @@ _TEXT = st.lists(st.one_of(st.characters(), st.sampled_from(
     max_size=30).map("".join)
 
 
-@fuzz_helpers.fuzz_settings(120, deadline_ms=None)
+@fuzz_helpers.fuzz_settings(120)
 @given(st.lists(_TEXT, min_size=1, max_size=6))
 @pytest.mark.slow
 def test_property_any_unicode(pairs, texts):

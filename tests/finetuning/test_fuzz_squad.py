@@ -246,7 +246,7 @@ def _read(tmp_path, raw, is_training, tok, seq, stride, query):
 _FLAGS = st.tuples(st.integers(4, 48), st.integers(-1, 40), st.integers(0, 24))
 
 
-@fuzz_settings(120, deadline_ms=20_000)
+@fuzz_settings(120)
 @given(data=squad_like(), flags=_FLAGS, raw=st.data())
 @each_input_bounded
 def test_fuzz_squad_training_files(tmp_path, tok, data, flags, raw):
@@ -267,7 +267,7 @@ def test_fuzz_squad_training_files(tmp_path, tok, data, flags, raw):
       assert s == e == cls
 
 
-@fuzz_settings(80, deadline_ms=20_000)
+@fuzz_settings(80)
 @given(data=squad_like(), flags=_FLAGS, raw=st.data(), seed=st.integers(0, 2**16))
 @each_input_bounded
 def test_fuzz_squad_prediction_files(tmp_path, tok, data, flags, raw, seed):
@@ -303,7 +303,7 @@ def _valid_text(obj):
   return obj
 
 
-@fuzz_settings(60, deadline_ms=20_000)
+@fuzz_settings(60)
 @given(drawn=squad_like(mutate=False, report=True), is_training=st.booleans(),
        ascii_only=st.booleans())
 @each_input_bounded
@@ -439,7 +439,7 @@ def eval_inputs(draw):
                                                                                     "2.0"])), mutations
 
 
-@fuzz_settings(300, deadline_ms=20_000)
+@fuzz_settings(300)
 @given(inputs=eval_inputs(), raw=st.data())
 @each_input_bounded
 def test_fuzz_eval_only_equals_the_official_scripts(tmp_path, inputs, raw):

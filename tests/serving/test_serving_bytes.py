@@ -151,7 +151,7 @@ def _check_offsets(contexts, got, seen):
 
 
 # ---- the tokenizers on raw bytes ------------------------------------------------------------
-@fuzz_settings(40, deadline_ms=20_000)
+@fuzz_settings(40)
 @given(rows=BATCHES(RAW))
 @example(rows=[b"ok \xff\xfe bad " * 3, b"\xed\xa0\x80 surrogate \xc0\xaf 2000, <mask>",
                b"Caf\xc3\xa9 \xe2\x82"])
@@ -171,7 +171,7 @@ def test_tokenizers_on_raw_bytes_equal_the_python_path(tokenizers, rows):  # noq
 
 
 # ---- every export on raw bytes ----------------------------------------------------------------
-@fuzz_settings(20, deadline_ms=30_000)
+@fuzz_settings(20)
 @given(pairs=BATCHES(st.tuples(RAW, RAW)))
 def test_classifiers_serve_the_python_paths_outputs(served, pairs):
   a, b = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -181,7 +181,7 @@ def test_classifiers_serve_the_python_paths_outputs(served, pairs):
                   ("logits", "probabilities", "label"), name)
 
 
-@fuzz_settings(15, deadline_ms=30_000)
+@fuzz_settings(15)
 @given(rows=BATCHES(st.tuples(CONTEXT, RAW, st.lists(RAW, min_size=4, max_size=4))))
 def test_race_serves_the_python_paths_outputs(served, rows):
   articles, questions, options = ([r[i] for r in rows] for i in range(3))
@@ -191,7 +191,7 @@ def test_race_serves_the_python_paths_outputs(served, rows):
                 "race")
 
 
-@fuzz_settings(15, deadline_ms=30_000)
+@fuzz_settings(15)
 @given(sentences=BATCHES(RAW))
 def test_encoder_serves_the_python_paths_outputs(served, sentences):
   fn, python = served["encoder"]
@@ -204,7 +204,7 @@ def test_squad_answers_are_the_python_paths_and_valid_utf8(served, name):
   fn, python = served[name]
   seen = {"answers after invalid bytes": 0}
 
-  @fuzz_settings(25, deadline_ms=30_000)
+  @fuzz_settings(25)
   @given(pairs=BATCHES(st.tuples(RAW, CONTEXT)))
   @example(pairs=[(b"who founded \xff it?", CRASH), (b"\xed\xa0\x80", CRASH[::-1]),
                   (b"", b"\xe0\x80\xaf" * 9 + CRASH[36:])])
@@ -240,7 +240,7 @@ def _alone_equals_in_batch(alone, batch, k, what):
       np.testing.assert_allclose(batch[key], v, rtol=0, atol=1e-5, err_msg=f"{what} {key} {k}")
 
 
-@fuzz_settings(10, deadline_ms=60_000)
+@fuzz_settings(10)
 @given(hostile=RAW, at=st.integers(0, 3))
 @example(hostile=CRASH, at=1)
 def test_a_hostile_row_changes_nothing_for_the_other_rows(served, hostile, at):
