@@ -1,5 +1,9 @@
 """The quickstart's stage scheduler (reproduction/scheduler.py): order, `after`, barriers, at
-most `jobs` at once, failures and resuming. Fake script stages record when they ran."""
+most `jobs` at once, failures and resuming. Fake script stages record when they ran.
+
+Overlap is shown by a rendezvous, not by sleeps that a busy machine could outlast: a stage
+given a partner marks that it started and waits for the partner's mark, so both finish only if
+the scheduler ran them at once (else the wait ends at the hang guard, and the test fails)."""
 
 import json
 import os
@@ -7,15 +11,28 @@ import os
 import pytest
 
 from reproduction.scheduler import Stage, StageError, run_stages
+from tests.hang_guard import HANG_GUARD
 
-_SCRIPT = ("import json, sys, time; t0 = time.time(); time.sleep(float(sys.argv[2])); "
-           "open(sys.argv[1], 'a').write(json.dumps([sys.argv[3], t0, time.time()]) + '\\n'); "
+_SCRIPT = ("import json, os, sys, time; t0 = time.time(); times, name = sys.argv[1], sys.argv[3]\n"
+           "if len(sys.argv) > 5:\n"
+           "  open(times + '.' + name, 'w').close()\n"
+           "  end = t0 + float(sys.argv[6])\n"
+           "  while not os.path.exists(times + '.' + sys.argv[5]):\n"
+           "    if time.time() > end: sys.exit('no partner: ' + sys.argv[5])\n"
+           "    time.sleep(0.05)\n"
+           "time.sleep(float(sys.argv[2]))\n"
+           "open(times, 'a').write(json.dumps([name, t0, time.time()]) + '\\n')\n"
            "print('step 1/1 loss 1.0'); sys.exit(int(sys.argv[4]))")
 
 
-def _stage(name, times, sleep=0.6, fail=0, parallel=True, after=()):
-  return Stage(name, name, 1.0, argv=["-c", _SCRIPT, str(times), str(sleep), name, str(fail)],
-               parse=lambda text, name=name: {"name": name}, parallel=parallel, after=after)
+def _stage(name, times, sleep=0.6, fail=0, parallel=True, after=(), partner=None):
+  """A stage that sleeps `sleep` s and records its span; with `partner`, it first waits (up to
+  the hang guard) until the partner stage has started."""
+  argv = ["-c", _SCRIPT, str(times), str(sleep), name, str(fail)]
+  if partner:
+    argv += [partner, str(HANG_GUARD)]
+  return Stage(name, name, 1.0, argv=argv, parse=lambda text, name=name: {"name": name},
+               parallel=parallel, after=after)
 
 
 def _spans(times):
@@ -30,7 +47,8 @@ def _run(tmp_path, stages, jobs):
 @pytest.mark.slow
 def test_parallel_stages_overlap_after_and_barriers_hold(tmp_path):
   times = tmp_path / "times.jsonl"
-  stages = [_stage("a", times), _stage("b", times), _stage("c", times, after=("a",)),
+  stages = [_stage("a", times, partner="b"), _stage("b", times, partner="a"),
+            _stage("c", times, after=("a",)),
             _stage("barrier", times, sleep=0.1, parallel=False), _stage("d", times)]
   results, seconds = _run(tmp_path, stages, jobs=2)
   assert set(results) == {"a", "b", "c", "barrier", "d"}
@@ -53,7 +71,7 @@ def test_one_job_runs_one_at_a_time_in_order(tmp_path):
 
 def test_a_failure_stops_the_others_and_a_rerun_resumes(tmp_path):
   times = tmp_path / "times.jsonl"
-  stages = [_stage("slow", times, sleep=30), _stage("bad", times, sleep=0.2, fail=1),
+  stages = [_stage("slow", times, sleep=HANG_GUARD), _stage("bad", times, sleep=0.2, fail=1),
             _stage("later", times)]
   with pytest.raises(StageError, match=r"^stage bad failed \(exit 1\)"):
     _run(tmp_path, stages, jobs=2)
