@@ -1,9 +1,35 @@
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import pytest  # noqa: E402
+
+COMPILE_CACHE_ENV = "XLNET_COMPILE_CACHE"     # training/compile_cache.py's variable
+
+
+def pytest_configure(config):
+  """One XLA compilation cache for the whole session, in a fresh temporary directory (unless
+  XLNET_COMPILE_CACHE is already set: a run that chose its own cache, or "off", keeps it). The
+  controller sets it before pytest-xdist starts its workers, which inherit the environment and
+  so find it set, as does every subprocess a test starts: a program compiled by one test is
+  loaded by the next, and no test reads or fills the user's own ~/.cache."""
+  if COMPILE_CACHE_ENV in os.environ:
+    return
+  path = tempfile.mkdtemp(prefix="xlnet-test-xla-cache-")
+  os.environ[COMPILE_CACHE_ENV] = path
+  config._xlnet_compile_cache = path           # made here: removed by this process only
+
+
+def pytest_unconfigure(config):
+  """The process that made the cache removes it once its session ends: the controller (or a
+  run without workers). A pytest-xdist worker (`config.workerinput`) inherited the controller's
+  and made none, so it never removes the directory the other worker still uses."""
+  path = getattr(config, "_xlnet_compile_cache", None)
+  if path:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
