@@ -133,12 +133,12 @@ def _read(path):
 
 
 def _stat(path):
-  """(size, mtime in ns) of a file."""
+  """(size, mtime in ns, inode or None) of a file."""
   if _is_local(path):
     s = os.stat(path)
-    return s.st_size, s.st_mtime_ns
+    return s.st_size, s.st_mtime_ns, s.st_ino
   s = _gfile().stat(path)
-  return s.length, s.mtime_nsec
+  return s.length, s.mtime_nsec, None
 
 
 def _remove(path):
@@ -207,8 +207,19 @@ def well_formed(data):
 
 
 def _sidecar_record(path, data):
-  size, mtime = _stat(path)
-  return {"sha256": hashlib.sha256(data).hexdigest(), "size": size, "mtime_ns": mtime}
+  size, mtime, inode = _stat(path)
+  return {"sha256": hashlib.sha256(data).hexdigest(), "size": size, "mtime_ns": mtime,
+          "inode": inode}
+
+
+def _adopt(path):
+  """Seals the entry at `path` (writes its sidecar) if it is a complete entry; returns why
+  not, or ""."""
+  data = _read(path)
+  if not well_formed(data):
+    return "not a complete entry"
+  _write_atomic(path + SIDECAR, json.dumps(_sidecar_record(path, data)))
+  return ""
 
 
 class Cache:
@@ -242,19 +253,21 @@ class Cache:
     return sound
 
   def _damage(self, path, has_sidecar):
-    """Why the entry at `path` must not be loaded, or "" when it is sound."""
-    if has_sidecar:
-      record = json.loads(_read(path + SIDECAR))
-      if [record.get("size"), record.get("mtime_ns")] == list(_stat(path)):
-        return ""                                   # unchanged since it was sealed
-      data = _read(path)
-      if hashlib.sha256(data).hexdigest() != record.get("sha256"):
-        return "its bytes differ from those recorded when it was written"
-      _write_atomic(path + SIDECAR, json.dumps(_sidecar_record(path, data)))
-      return ""
+    """Why the entry at `path` must not be loaded, or "" when it is sound. An entry replaced
+    whole (another inode: TensorFlow writes a temporary file and renames it, and concurrent runs
+    each write their own compilation of a program) is checked and sealed again; one changed in
+    place must still have the bytes its sidecar records."""
+    if not has_sidecar:
+      return _adopt(path)
+    record = json.loads(_read(path + SIDECAR))
+    size, mtime, inode = _stat(path)
+    if [record.get("size"), record.get("mtime_ns"), record.get("inode")] == [size, mtime, inode]:
+      return ""                                     # unchanged since it was sealed
+    if inode is None or inode != record.get("inode"):
+      return _adopt(path)
     data = _read(path)
-    if not well_formed(data):
-      return "not a complete entry"
+    if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+      return "its bytes differ from those recorded when it was written"
     _write_atomic(path + SIDECAR, json.dumps(_sidecar_record(path, data)))
     return ""
 
@@ -271,21 +284,17 @@ class Cache:
           pass
 
   def seal(self):
-    """Records the digest of each entry this run wrote (sidecars), so later runs can tell a
-    damaged entry; returns the names of the new entries."""
+    """Records the digest of each entry that appeared during this run (sidecars), so later
+    runs can tell a damaged entry; returns their names. Sealed again here even when a
+    concurrent run sealed it first: the file may since have been replaced by this run's own
+    compilation of the same program."""
     new = set()
-    names = set(_listdir(self.dir))
-    for name in names:
+    for name in _listdir(self.dir):
       if not is_entry(name) or name in self.before:
         continue
       new.add(name)
-      if name + SIDECAR in names:
-        continue
-      path = _join(self.dir, name)
       try:
-        data = _read(path)
-        if well_formed(data):
-          _write_atomic(path + SIDECAR, json.dumps(_sidecar_record(path, data)))
+        _adopt(_join(self.dir, name))
       except Exception:     # noqa: BLE001: removed meanwhile; the next run checks it anyway
         pass
     return new
