@@ -127,6 +127,13 @@ NATIVE_NOISE = (
     r"E\d{4} [\d:. ]+\d+ \S+:\d+\] Unable to register cu(DNN|FFT|BLAS) factory",
     r"E\d{4} [\d:. ]+\d+ \S+:\d+\] computation placer already registered",
     r"E\d{4} [\d:. ]+\d+ \S+:\d+\] oneDNN supports \S+ only on platforms with",   # it falls back
+    # a compilation cache entry loaded (training/compile_cache.py): TensorFlow tries the text
+    # format before the binary one, and names LLVM's scatter/gather tuning hints as features
+    # (the key's CPU features keep an entry to the machines it was compiled for)
+    r"E\d{4} [\d:. ]+\d+ text_format\.cc:\d+\] Error parsing text-format "
+    r"tensorflow\.XlaSerializedCacheEntry",
+    r"E\d{4} [\d:. ]+\d+ cpu_aot_loader\.cc:\d+\] Loading XLA:CPU AOT result\. Target machine "
+    r"feature \+prefer-no-(scatter|gather) is not +supported on the host machine",
 )
 # (logger, message) patterns of Python-side records dropped, and warnings ignored.
 PYTHON_NOISE = (

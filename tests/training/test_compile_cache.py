@@ -165,3 +165,21 @@ def test_directory_from_flag_environment_or_default(monkeypatch, tmp_path):
     assert compile_cache.resolve(off) is None
   monkeypatch.setenv(compile_cache.ENV, "off")
   assert compile_cache.resolve() is None
+
+
+def test_loading_an_entry_is_quiet_but_a_machine_mismatch_is_not():
+  """The two lines TensorFlow 2.21 logs on every load (its text-format attempt; LLVM tuning
+  hints named as CPU features) are start-up noise; an instruction-set mismatch is not."""
+  import re
+  from data_utils import cli_app
+  noise = re.compile("|".join(f"(?:{p})" for p in cli_app.NATIVE_NOISE))
+  stamp = "E0000 00:00:1795862525.637034     945 "
+  loader = ("cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. Target machine feature {} is "
+            "not  supported on the host machine. Machine type used for XLA:CPU compilation "
+            "doesn't match the machine type for execution.")
+  assert noise.match(stamp + "text_format.cc:378] Error parsing text-format "
+                     "tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: +")
+  assert noise.match(stamp + loader.format("+prefer-no-scatter"))
+  assert noise.match(stamp + loader.format("+prefer-no-gather"))
+  assert not noise.match(stamp + loader.format("+avx512f"))
+  assert not noise.match(stamp + "text_format.cc:378] Error parsing text-format tensorflow.GraphDef")
