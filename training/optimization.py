@@ -66,6 +66,16 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
 
   The arithmetic is TF1's (tf.train.polynomial_decay with power 1, tf.train.cosine_decay with
   alpha = min_lr_ratio), so the float32 values equal the release's.
+
+  The settings enter the step as tensors, not as constants of the program, so runs that differ
+  only in them (a sweep over learning rate, lengths, warmup) compile the same program: float32
+  values computed on the host (`host_values`) held in non-trainable variables, which no
+  checkpoint names. They are the values the program folded its constants into when the
+  settings were constants: graph rewriting (Grappler, as in TF1's own graphs) and XLA turn a
+  division by a constant into a multiplication by its float32 reciprocal, and step / warmup *
+  peak into step * (1/warmup * peak); `end` is peak * min_lr_ratio in double, rounded once.
+  So every value equals TF1's graph (tests/training/test_sweep_one_program.py), in XLA and
+  outside it alike. The decay method stays part of the program.
   """
 
   def __init__(self, peak, train_steps, warmup_steps=0, decay="linear", min_lr_ratio=0.0):
@@ -73,20 +83,32 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
       raise ValueError(f"--decay_method must be linear (poly) or cosine (cos), got {decay!r}")
     self.peak, self.train_steps, self.warmup_steps = peak, train_steps, warmup_steps
     self.decay, self.min_lr_ratio = DECAY_METHODS[decay], min_lr_ratio
+    with tf.init_scope():
+      self.tensors = {k: tf.Variable(v, trainable=False, name=f"lr_schedule_{k}")
+                      for k, v in self.host_values().items()}
+
+  def host_values(self):
+    """{name: float32 value} of the settings as the step reads them."""
+    f32 = np.float32
+    decay_steps = f32(max(self.train_steps - self.warmup_steps, 1))
+    return dict(peak=f32(self.peak), warmup=f32(self.warmup_steps),
+                warmup_rate=f32(1) / f32(max(self.warmup_steps, 1)) * f32(self.peak),
+                decay_steps=decay_steps, inv_decay_steps=f32(1) / decay_steps,
+                end=f32(self.peak * self.min_lr_ratio), alpha=f32(self.min_lr_ratio))
 
   def __call__(self, step):
+    t = self.tensors
     step = tf.cast(step, tf.float32)
-    peak = tf.constant(self.peak, tf.float32)
-    warm = step / tf.cast(max(self.warmup_steps, 1), tf.float32) * peak
-    decay_steps = tf.cast(max(self.train_steps - self.warmup_steps, 1), tf.float32)
-    p = tf.minimum(step - self.warmup_steps, decay_steps) / decay_steps
+    peak, warmup, decay_steps = t["peak"], t["warmup"], t["decay_steps"]
+    warm = step * t["warmup_rate"]
+    p = tf.minimum(step - warmup, decay_steps) * t["inv_decay_steps"]
     if self.decay == "linear":
-      end = tf.constant(self.peak * self.min_lr_ratio, tf.float32)
+      end = t["end"]
       decayed = (peak - end) * (1.0 - p) + end
     else:
-      alpha = tf.constant(self.min_lr_ratio, tf.float32)
+      alpha = t["alpha"]
       decayed = peak * ((1.0 - alpha) * (0.5 * (1.0 + tf.cos(math.pi * p))) + alpha)
-    return tf.where(step < self.warmup_steps, warm, decayed)
+    return tf.where(step < warmup, warm, decayed)
 
   def get_config(self):
     return dict(peak=self.peak, train_steps=self.train_steps, warmup_steps=self.warmup_steps,
