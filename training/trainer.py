@@ -449,17 +449,27 @@ class Trainer:
       self.task.on_end(self.model, self.write_dir, self.log)   # exports: the chief's only
       return history
 
+  def _iterator(self, start_step):
+    return iter(self.strategy.distribute_datasets_from_function(
+        lambda ctx: self.task.dataset(ctx, skip_batches=start_step)))
+
   def _train(self):
     self._build()
+    # The host loop is traced before anything a resume does differently (restoring, a pending
+    # evaluation): TensorFlow names a traced function by a process-wide counter, the name is
+    # part of the XLA compilation cache's key (training/compile_cache.py), so a resumed or
+    # preempted run loads the program its fresh run compiled instead of compiling it again.
+    iterator = self._iterator(0)
+    host_loop = self.host_loop = self._make_loop()
+    host_loop.get_concrete_function(iterator, self.strategy.run(self.task.initial_state),
+                                    tf.TensorSpec([], tf.int32))
     restored = self._restore()
     self._record_optimizer()
     start_step = int(self.step.numpy())
+    if start_step:                               # a resume reads on from its step
+      iterator = self._iterator(start_step)
     self._resume_evaluation(restored, start_step)
-    dataset = self.strategy.distribute_datasets_from_function(
-        lambda ctx: self.task.dataset(ctx, skip_batches=start_step))
-    iterator = iter(dataset)
     state = self._distributed_state(restored)
-    host_loop = self.host_loop = self._make_loop()
     writer = tf.summary.create_file_writer(fileio.join(self.write_dir, "train"))
     history, step = [], start_step
     pace = progress.Progress(start_step, self.train_steps)
