@@ -126,3 +126,33 @@ def test_schedule_equals_tf1_bit_for_bit(peak, train_steps, warmup_steps, decay,
       continue
     differ = np.flatnonzero(ours.view(np.int32) != ref.view(np.int32))
     assert differ.size == 0, (mode, differ[:5], ours[differ[:5]], ref[differ[:5]])
+
+
+def _summary_count(tmp_path, sst2, name, cache, *flags):
+  """(loaded, compiled) from the run summary's "XLA programs" line of a tiny fine-tuning run
+  with the project's own cache (--compile_cache) in `cache`."""
+  d, sp, cfg = sst2
+  args = [sys.executable, "run_classifier.py", "--task_name=sst-2", f"--data_dir={d}",
+          f"--sp_model={sp}", "--uncased", f"--model_config_path={cfg}",
+          f"--model_dir={tmp_path / name}", "--train_batch_size=8", "--steps_per_loop=2",
+          "--save_every=2", "--max_seq_length=24", "--do_train", f"--compile_cache={cache}",
+          *flags]
+  env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
+  r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                     timeout=HANG_GUARD)
+  assert r.returncode == 0, r.stderr[-3000:]
+  (line,) = [l for l in r.stdout.splitlines() if l.strip().startswith("XLA programs:")]
+  words = line.split(":", 1)[1].split()
+  assert words[1:3] == ["program(s)", "loaded,"] and words[4:7] == ["compiled", "and", "stored"]
+  return int(words[0]), int(words[3])
+
+
+def test_a_sweep_run_and_a_resumed_run_load_the_compiled_program(tmp_path, sst2):
+  cache = tmp_path / "cache"
+  assert _summary_count(tmp_path, sst2, "base", cache, "--train_steps=2") == (0, 1)
+  assert _summary_count(tmp_path, sst2, "swept", cache, "--train_steps=4", "--seed=3",
+                        "--learning_rate=2e-3", "--warmup_steps=1") == (1, 0)
+  # base resumed from its step-2 checkpoint to step 4 (a longer run asked for): what a run
+  # restarted after a preemption does before its first step
+  assert _summary_count(tmp_path, sst2, "base", cache, "--train_steps=4",
+                        "--allow_changed_settings") == (1, 0)
