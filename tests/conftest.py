@@ -70,6 +70,8 @@ LONGEST_FIRST = [
     "tests/finetuning/test_mpnet_finetune.py",
     "tests/finetuning/test_race.py",
     "tests/finetuning/test_squad.py",
+    "tests/training/test_sweep_one_program.py",
+    "tests/training/test_compile_cache.py",
     "tests/finetuning/test_tagging.py",
     "tests/finetuning/test_pairs.py",
     "tests/serving/test_tagging_serving.py",
