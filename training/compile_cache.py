@@ -44,6 +44,7 @@ PREFIX = "xlnet_tf"                          # TensorFlow's --tf_xla_persistent_
 _DIR_FLAG = "--tf_xla_persistent_cache_directory"
 _OURS = (_DIR_FLAG, "--tf_xla_persistent_cache_prefix")
 SIDECAR = ".sha256"
+_SET_ENV = "XLNET_COMPILE_CACHE_SET"        # the TF_XLA_FLAGS text `enable` added
 
 _active = None                               # the Cache of this process, once enabled
 
@@ -321,17 +322,42 @@ class Cache:
     return f"{loaded} program(s) loaded, {compiled} compiled and stored ({self.dir})"
 
 
+def _tensorflow_started():
+  """True once TensorFlow has set up its devices in this process: it has read TF_XLA_FLAGS
+  then, and a cache directory named later is never used."""
+  if "tensorflow" not in sys.modules:
+    return False
+  try:
+    from tensorflow.python.eager import context
+    ctx = context.context_safe()
+    return bool(ctx is not None and getattr(ctx, "_initialized", False))
+  except Exception:                                # noqa: BLE001 - a TensorFlow without it
+    return False
+
+
 def enable(flag_value=None, log=None):
   """Turns the cache on for this process (call before TensorFlow compiles anything: entry
-  scripts do it first thing). Returns the Cache, or None when it is off or TF_XLA_FLAGS
-  already names a cache directory (the user's own setting is left alone)."""
+  scripts do it first thing). Returns the Cache, or None when it is off, when TensorFlow has
+  already read its flags in this process (a run started from Python after other TensorFlow
+  work), or when TF_XLA_FLAGS already names a cache directory (the user's own setting is left
+  alone; the one a parent run of ours set and a child inherited is replaced by the child's)."""
   global _active
   if _active is not None:
     return _active
   log = log or (lambda line: print(line, file=sys.stderr))
   base = resolve(flag_value)
+  if base is None:
+    return None
+  if _tensorflow_started():
+    if flag_value is not None:
+      log("note: XLA compile cache not used: TensorFlow was already running in this process "
+          "before the run started")
+    return None
   current = os.environ.get("TF_XLA_FLAGS", "")
-  if base is None or _DIR_FLAG in current:
+  inherited = os.environ.get(_SET_ENV)
+  if inherited and inherited in current:
+    current = " ".join(current.replace(inherited, " ").split())
+  if _DIR_FLAG in current:
     return None
   cache = Cache(base, log)
   try:
@@ -343,8 +369,9 @@ def enable(flag_value=None, log=None):
   except OSError as e:
     log(f"warning: XLA compile cache off: cannot use {base}: {e.strerror or e}")
     return None
-  os.environ["TF_XLA_FLAGS"] = " ".join(
-      [current, f"{_DIR_FLAG}={cache.dir}", f"--tf_xla_persistent_cache_prefix={PREFIX}"]).strip()
+  ours = f"{_DIR_FLAG}={cache.dir} --tf_xla_persistent_cache_prefix={PREFIX}"
+  os.environ["TF_XLA_FLAGS"] = f"{current} {ours}".strip()
+  os.environ[_SET_ENV] = ours
   atexit.register(cache.seal)
   _active = cache
   return cache

@@ -141,6 +141,35 @@ def test_a_damaged_entry_is_ignored_with_a_warning(tmp_path, reference):
     assert open(os.path.join(key, name), "rb").read() == data
 
 
+def test_a_child_run_replaces_the_cache_flags_its_parent_run_set(tmp_path):
+  """A run started by a run of ours inherits its TF_XLA_FLAGS: the cache part is the parent's,
+  not the user's, so the child uses its own directory. A user's own cache flag is left alone."""
+  parent, child, users = (str(tmp_path / name) for name in ("parent", "child", "users"))
+  ours = (f"--tf_xla_persistent_cache_directory={parent}/tf-x "
+          f"--tf_xla_persistent_cache_prefix={compile_cache.PREFIX}")
+  inherited = {"TF_XLA_FLAGS": f"--tf_xla_min_cluster_size=1 {ours}",
+               "XLNET_COMPILE_CACHE_SET": ours}
+  result, _ = run(child, env=inherited)
+  assert (result["loaded"], result["compiled"]) == (0, 1)
+  assert len(entries(child)) == 1 and not os.path.exists(parent)
+  result, _ = run(child, env={"TF_XLA_FLAGS": f"--tf_xla_persistent_cache_directory={users}",
+                              "XLNET_COMPILE_CACHE_SET": ours})
+  assert (result["loaded"], result["compiled"]) == (None, None)
+  assert os.listdir(users) and len(entries(child)) == 1
+
+
+def test_enabling_after_tensorflow_started_changes_nothing(monkeypatch, tmp_path):
+  """TensorFlow reads TF_XLA_FLAGS once, when it sets up its devices: a cache named after that
+  would never be used, so none is reported and no flag is left for child processes."""
+  tf.constant(1.0)                                 # TensorFlow is running in this process
+  monkeypatch.setattr(compile_cache, "_active", None)
+  monkeypatch.delenv("TF_XLA_FLAGS", raising=False)
+  lines = []
+  assert compile_cache.enable(str(tmp_path / "cache"), log=lines.append) is None
+  assert "TF_XLA_FLAGS" not in os.environ and not os.path.exists(tmp_path / "cache")
+  assert len(lines) == 1 and lines[0].startswith("note: XLA compile cache not used")
+
+
 def test_well_formed_against_protobuf_serializations():
   example = tf.train.Example(features=tf.train.Features(feature={
       "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=list(range(300)))),

@@ -19,12 +19,19 @@ from data_utils import cli_app
 from tests import best_helpers
 from tests.hang_guard import HANG_GUARD
 from tests.training.test_training_steps import _classifier
+from training import compile_cache
 from training import progress
 from training import summary
 from training import trainer as trainer_lib
 from training.stepper import Stepper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def _no_compile_cache(monkeypatch):
+  """The summaries here are of runs without the XLA cache (its row: test_compile_cache.py)."""
+  monkeypatch.setattr(compile_cache, "_active", None)
 
 
 def test_hms_and_counts():
