@@ -3,6 +3,7 @@ inside its graph loop (one function, so one XLA compile), and a model's inferenc
 shared by every evaluation and prediction of that model (training/task.inference_fn)."""
 
 import gc
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -49,7 +50,9 @@ def test_inference_fn_is_one_function_per_model():
   assert task_lib.inference_fn(other) is not fn
   np.testing.assert_array_equal(task_lib.inference_fn(other)({"x": np.ones([1, 1], np.float32)}),
                                 [[0.0]])
-  held = len(task_lib._INFERENCE_FNS)
+  gc.collect()                            # models of earlier tests, if garbage, gone first
+  held, gone = len(task_lib._INFERENCE_FNS), weakref.ref(other)
   del other
   gc.collect()
-  assert len(task_lib._INFERENCE_FNS) == held - 1     # a model's function goes with the model
+  assert gone() is None                   # the function does not keep its model alive
+  assert len(task_lib._INFERENCE_FNS) == held - 1     # and goes with it
