@@ -12,7 +12,7 @@ stage list and reproduction/presets.py for the sizes.
 
 Presets (reproduction/presets.py; docs/reproduction.md): tiny, every script and both model
 families at toy size in about 1.5 minutes on 2 CPU cores (output/quickstart-tiny); small (default), the main job,
-about 30 minutes on 2 CPU cores; base, a longer run, about 4.5 hours on 2 CPU cores (estimated
+about 17 minutes on 2 CPU cores; base, a longer run, about 4.5 hours on 2 CPU cores (estimated
 from measured step times; output/quickstart-base). The run prints its ETA from the start.
 """
 
@@ -30,7 +30,7 @@ from reproduction import report
 from reproduction.presets import PRESETS
 
 flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy sizes, about 1.5 "
-                  "minutes), small (default, about 30 minutes on 2 CPU cores), base (about 4.5 "
+                  "minutes), small (default, about 17 minutes on 2 CPU cores), base (about 4.5 "
                   "hours on 2 CPU cores).")
 flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is written (a rerun "
                     "with the same flags resumes; another preset needs another directory). A "
