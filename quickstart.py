@@ -13,7 +13,8 @@ stage list and reproduction/presets.py for the sizes.
 Presets (reproduction/presets.py; docs/reproduction.md): tiny, every script and both model
 families at toy size in about 1.5 minutes on 2 CPU cores (output/quickstart-tiny); small
 (default), the main job, about 17 minutes on 2 CPU cores; base, a longer run, about 4.5 hours on
-2 CPU cores (estimated from measured step times; output/quickstart-base). The run prints its ETA from the start.
+2 CPU cores (estimated from measured step times; output/quickstart-base). The run prints its
+ETA from the start.
 """
 
 import os
