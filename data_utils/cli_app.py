@@ -98,10 +98,45 @@ def quiet_imports(module_name):
   (the tests), it does nothing."""
   if module_name != "__main__":
     return
+  skip_keras_optional_imports()
   if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_while_importing)   # (an ignored SIGINT stays so)
   if not verbose_requested(sys.argv[1:]):
     quiet_tensorflow()
+
+
+class _KerasOptionalImports:
+  """An import finder that answers ImportError to a `keras.src` module importing one of
+  KERAS_OPTIONAL, and stays out of every other import (returns None)."""
+
+  def find_spec(self, name, path=None, target=None):
+    del path, target
+    if name.partition(".")[0] not in KERAS_OPTIONAL:
+      return None
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(
+        ("importlib", "_frozen_importlib")):
+      frame = frame.f_back
+    if frame is not None and frame.f_globals.get("__name__", "").startswith("keras.src."):
+      raise ImportError(f"{name}: not imported for Keras by this script (data_utils/cli_app.py)")
+    return None
+
+
+# Keras imports these at its own import whenever they are installed (scikit-learn for its
+# sklearn wrappers, matplotlib for its plotting helpers), and takes its documented fallbacks
+# when they are not; no entry script uses either.
+KERAS_OPTIONAL = ("sklearn", "matplotlib")
+
+
+def skip_keras_optional_imports():
+  """From here on, Keras's own imports of scikit-learn and matplotlib fail, so Keras takes its
+  not-installed fallbacks: on an environment that has them (most research set-ups; the test
+  requirements) they cost over a second of every script's start, before TensorFlow's own
+  import. Any other importer (a user's code, sentence-transformers) gets them as usual. For
+  entry scripts only (`quiet_imports`): a library imported into someone's program leaves the
+  import system alone."""
+  if not any(isinstance(f, _KerasOptionalImports) for f in sys.meta_path):
+    sys.meta_path.insert(0, _KerasOptionalImports())
 
 
 def _interrupted_while_importing(signum, frame):

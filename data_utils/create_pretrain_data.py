@@ -127,6 +127,7 @@ def run(argv):
   part of a writer process's start-up) when the command line holds only this script's own flags; any
   other flag (--help, --helpfull, --flagfile, absl.logging's...) or a bad value goes through
   absl.app as before (data_utils/cli_app.py: the help flags exit 0)."""
+  cli_app.skip_keras_optional_imports()       # before main imports TensorFlow
   if not any(arg.startswith(("-h", "-?", "--help", "--flagfile", "--only_check_args"))
              for arg in argv[1:]):
     try:

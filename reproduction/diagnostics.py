@@ -371,4 +371,6 @@ def main():
 
 
 if __name__ == "__main__":
+  from data_utils import cli_app
+  cli_app.skip_keras_optional_imports()     # before main imports TensorFlow
   main()

@@ -9,6 +9,10 @@ SavedModel the way TF Serving does (a TF1 session).
 
 import sys
 
+if __name__ == "__main__":
+  from data_utils import cli_app
+  cli_app.skip_keras_optional_imports()     # before TensorFlow's import below
+
 import tensorflow_text  # noqa: F401  (registers SentencepieceOp, the WordPiece ops, ...)
 from tensorflow.python.tools import saved_model_cli
 

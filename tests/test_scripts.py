@@ -1,6 +1,7 @@
 """The entry scripts: --help works on all, missing flags are one-line errors, and
 run_squad.py --do_eval_only scores a file (the quickstart pipeline: tests/reproduction/test_quickstart.py)."""
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -83,3 +84,32 @@ def test_quickstart_refuses_a_bucket_output_dir():
   result = _run("quickstart.py", "--output_dir=gs://bucket/qs")
   assert result.returncode != 0
   assert "must be a local directory" in result.stderr.strip().splitlines()[-1]
+
+
+_MODULES_AT_EXIT = """
+import importlib, runpy, sys
+sys.argv = sys.argv[1:]
+try:
+  runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+  status = e.code
+seen = {m: m in sys.modules for m in ("keras", "sklearn", "matplotlib")}
+importlib.import_module("sklearn.base")          # anyone else still imports it
+print("MODULES", status, seen, "sklearn" in sys.modules, file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sklearn") is None
+                    or importlib.util.find_spec("matplotlib") is None,
+                    reason="needs scikit-learn and matplotlib installed (requirements-dev.txt)")
+def test_scripts_start_without_the_libraries_keras_imports_for_unused_helpers():
+  """Keras imports scikit-learn and matplotlib whenever they are installed (the reference: a
+  bare `import keras`); an entry script has Keras without them, and its process can still
+  import them itself."""
+  bare = _run("-c", "import sys, keras; print('sklearn' in sys.modules, "
+              "'matplotlib' in sys.modules)")
+  assert bare.stdout.split() == ["True", "True"], bare.stderr[-2000:]
+  result = _run("-c", _MODULES_AT_EXIT, "run_classifier.py", "--help")
+  line = [l for l in result.stderr.splitlines() if l.startswith("MODULES")]
+  assert line == ["MODULES 0 {'keras': True, 'sklearn': False, 'matplotlib': False} True"], \
+      result.stderr[-2000:]
