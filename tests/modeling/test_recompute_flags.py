@@ -92,6 +92,7 @@ def test_run_pretrain(monkeypatch, tmp_path, setup, objective, recompute):
 
 
 MIRRORED = r"""
+from data_utils import cli_app; cli_app.skip_keras_optional_imports()   # as a script starts
 import dataclasses, sys, json
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]

@@ -155,6 +155,7 @@ def test_mpnet_objective_trains_from_the_same_records(tmp_path, recs, mode, perm
 
 
 MIRRORED = r"""
+from data_utils import cli_app; cli_app.skip_keras_optional_imports()   # as a script starts
 import sys, json
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
@@ -208,6 +209,7 @@ def test_mirrored_two_devices_equals_one_device(runs):
 
 
 FUSIBLE = r"""
+from data_utils import cli_app; cli_app.skip_keras_optional_imports()   # as a script starts
 import sys, json
 from training import trainer                  # run from the repository root (cwd)
 trainer.configure_xla(sys.argv[3])            # before the first op, as the scripts do

@@ -21,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Jit-compiled programs, one per size in argv[2] ("8,12"); prints their results and the
 # cache's count.
 PROGRAM = r"""
+from data_utils import cli_app; cli_app.skip_keras_optional_imports()   # as a script starts
 import json, sys
 from training import compile_cache
 cache = compile_cache.enable(sys.argv[1])

@@ -331,6 +331,7 @@ def test_log_line_and_tensorboard_count_the_skips(float16, tmp_path):
 
 
 MIRRORED = r"""
+from data_utils import cli_app; cli_app.skip_keras_optional_imports()   # as a script starts
 import json, sys
 import numpy as np
 import tensorflow as tf

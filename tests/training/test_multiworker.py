@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow   # a long system test (pyproject.toml)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 REFERENCE = r"""
+from data_utils import cli_app; cli_app.skip_keras_optional_imports()   # as a script starts
 import sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
