@@ -131,8 +131,7 @@ KERAS_OPTIONAL = ("sklearn", "matplotlib")
 def skip_keras_optional_imports():
   """From here on, Keras's own imports of scikit-learn and matplotlib fail, so Keras takes its
   not-installed fallbacks: on an environment that has them (most research set-ups; the test
-  requirements) they cost over a second of every script's start, before TensorFlow's own
-  import. Any other importer (a user's code, sentence-transformers) gets them as usual. For
+  requirements) they are a visible part of every script's start (bench/README.md, Start-up). Any other importer (a user's code, sentence-transformers) gets them as usual. For
   entry scripts only (`quiet_imports`): a library imported into someone's program leaves the
   import system alone."""
   if not any(isinstance(f, _KerasOptionalImports) for f in sys.meta_path):
