@@ -169,8 +169,9 @@ def mpnet_params(p, max_positions, buckets=32):
 class Pipeline:
   """Builds the stage list for a preset and runs it (resuming), printing progress and ETA."""
 
-  def __init__(self, preset, output_dir, seed=0, log=None, python=sys.executable, jobs=1):
-    self.p, self.seed, self.python, self.jobs = preset, seed, python, jobs
+  def __init__(self, preset, output_dir, seed=0, log=None, python=sys.executable, jobs=1,
+               warm=False):
+    self.p, self.seed, self.python, self.jobs, self.warm = preset, seed, python, jobs, warm
     self.out = os.path.abspath(output_dir)
     self.log = log or (lambda stage, message: print(f"[{stage}] {message}", flush=True))
     self.data = os.path.join(self.out, "data")
@@ -439,7 +440,8 @@ class Pipeline:
     seconds by stage)."""
     os.makedirs(self.out, exist_ok=True)
     self._check_run_file()
-    results, times = run_stages(self.stages(), self.out, self.python, self.log, jobs=self.jobs)
+    results, times = run_stages(self.stages(), self.out, self.python, self.log, jobs=self.jobs,
+                                warm=self.warm)
     if finish:
       finish(self, results, times)
     return results, times

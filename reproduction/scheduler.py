@@ -20,8 +20,10 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 
+from data_utils import warm_start
 from reproduction.tasks import atomic_write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,7 +60,7 @@ def format_duration(seconds):
 class _Process:
   """One script stage running in the background, its log followed line by line."""
 
-  def __init__(self, stage, python, log_path, env):
+  def __init__(self, stage, python, log_path, env, launcher=None):
     self.stage, self.log_path = stage, log_path
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     cmd = [python, *stage.argv]
@@ -66,8 +68,12 @@ class _Process:
     self.log_f.write(f"$ cd {ROOT} && {shlex.join(cmd)}\n\n")
     self.log_f.flush()
     self.reader = open(log_path, encoding="utf-8", errors="replace")
-    self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log_f, stderr=subprocess.STDOUT,
-                                 env=env)
+    if launcher is not None:
+      self.proc = launcher.popen(stage.argv, cwd=ROOT, env=env, stdout=self.log_f,
+                                 stderr=subprocess.STDOUT)
+    else:
+      self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log_f, stderr=subprocess.STDOUT,
+                                   env=env)
     self.pending = ""
     self.t0 = time.time()
 
@@ -103,9 +109,10 @@ class _Process:
     return self.stage.parse(text)
 
 
-def run_stages(stages, out_dir, python, log, jobs=1):
+def run_stages(stages, out_dir, python, log, jobs=1, warm=False):
   """Runs every stage of `stages` not done yet in OUT_DIR. Returns (results, seconds) by stage
-  name. `log(tag, message)` prints progress."""
+  name. `log(tag, message)` prints progress. `warm`: script stages run in one server that
+  imported TensorFlow once (data_utils/warm_start.py) when `python` is this interpreter."""
   stage_file = lambda name: os.path.join(out_dir, "stages", f"{name}.json")
   log_file = lambda name: os.path.join(out_dir, "logs", f"{name}.log")
   env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -156,6 +163,9 @@ def run_stages(stages, out_dir, python, log, jobs=1):
     else:
       queue.append(stage)
   running = {}
+  launcher = None
+  if warm and python == sys.executable and any(s.argv for s in queue):
+    launcher = warm_start.Launcher(env).start()   # its imports overlap the first stages
 
   def ready(k, stage):
     if any(name not in results for name in stage.after):
@@ -182,7 +192,7 @@ def run_stages(stages, out_dir, python, log, jobs=1):
         where = f"; log {log_file(stage.name)}" if stage.argv else ""
         log(tag(stage), f"{stage.what}{where}; run ETA {format_duration(remaining())}")
         if stage.argv:
-          running[stage.name] = _Process(stage, python, log_file(stage.name), env)
+          running[stage.name] = _Process(stage, python, log_file(stage.name), env, launcher)
           continue
         t0 = time.time()
         try:
@@ -209,4 +219,7 @@ def run_stages(stages, out_dir, python, log, jobs=1):
     for proc in running.values():
       proc.close(kill=True)
     raise
+  finally:
+    if launcher is not None:
+      launcher.close()
   return results, times

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,8 +18,12 @@ SCRIPTS = ["run_pretrain.py", "run_classifier.py", "run_squad.py", "run_race.py"
            "predict.py"]
 
 
-def _run(*args, timeout=HANG_GUARD):
+def _run(*args, timeout=HANG_GUARD, fresh=False):
+  """python *args from the root (in the tests' warm server unless `fresh`: tests/warm.py)."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+  if not fresh:
+    return warm.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                    timeout=timeout)
   return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                         text=True, timeout=timeout)
 
@@ -107,9 +112,9 @@ def test_scripts_start_without_the_libraries_keras_imports_for_unused_helpers():
   bare `import keras`); an entry script has Keras without them, and its process can still
   import them itself."""
   bare = _run("-c", "import sys, keras; print('sklearn' in sys.modules, "
-              "'matplotlib' in sys.modules)")
+              "'matplotlib' in sys.modules)", fresh=True)
   assert bare.stdout.split() == ["True", "True"], bare.stderr[-2000:]
-  result = _run("-c", _MODULES_AT_EXIT, "run_classifier.py", "--help")
+  result = _run("-c", _MODULES_AT_EXIT, "run_classifier.py", "--help", fresh=True)
   line = [l for l in result.stderr.splitlines() if l.startswith("MODULES")]
   assert line == ["MODULES 0 {'keras': True, 'sklearn': False, 'matplotlib': False} True"], \
       result.stderr[-2000:]

@@ -2,7 +2,6 @@
 
 import glob
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -11,6 +10,7 @@ import tensorflow as tf
 
 from data_utils import pipeline, record_format, sampling, writer
 from data_utils.tokenization import CLS_ID, SEP_ID, Tokenizer, preprocess_text
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -265,10 +265,10 @@ def test_cli_end_to_end(tmp_path, text_and_sp):
   args = [sys.executable, "data_utils/create_pretrain_data.py", f"--input_glob={text}",
           f"--sp_model={sp}", f"--output_dir={tmp_path}", "--seq_len=64", "--reuse_len=32",
           "--num_predict=10", "--bsz_per_host=4", "--uncased", "--shard_mb=1"]
-  result = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
+  result = warm.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
   assert result.returncode == 0, result.stderr
   assert "tokens/s" in result.stdout and "ETA" in result.stdout
-  bad = subprocess.run(args[:3] + [f"--sp_model={tmp_path}/missing.model"] + args[4:],
+  bad = warm.run(args[:3] + [f"--sp_model={tmp_path}/missing.model"] + args[4:],
                        cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
   assert bad.returncode == 1 and "missing.model: SentencePiece model not found" in bad.stderr
 

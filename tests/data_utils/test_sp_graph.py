@@ -9,7 +9,6 @@ breaks them differently (`000` as `0 00` or `00 0`), on about 2% of digit-heavy 
 import json
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from data_utils import sp_graph, tokenization, wordpiece
 from finetuning import squad_features
+from tests import warm
 from tests import data_fixtures, fuzz_helpers
 
 # Fragments the generated lines are made of: every normalisation step has work to do.
@@ -236,7 +236,7 @@ def test_saved_model_in_a_fresh_process(pairs, tmp_path):
   with open(asset, "rb") as a, open(tok.model_path, "rb") as b:
     assert a.read() == b.read()
   texts = ["Café Müller, founded in 2000, sold 1,000 ``pastries''.", "ΟΔΟΣ ﬁ ½ 東京", "", "  "]
-  out = subprocess.run([sys.executable, "-c", _LOADER, export, json.dumps(texts)],
+  out = warm.run([sys.executable, "-c", _LOADER, export, json.dumps(texts)],
                        capture_output=True, text=True, cwd=str(tmp_path), check=False,
                        env={**os.environ, "PYTHONPATH": ""})
   assert out.returncode == 0, out.stderr[-2000:]

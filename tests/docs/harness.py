@@ -44,6 +44,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if __name__ == "__main__":    # run as a script: the repository root importable (tests.*)
   sys.path.insert(0, ROOT)
+from tests import warm  # noqa: E402
 from tests.hang_guard import HANG_GUARD  # noqa: E402
 
 DOC_GLOBS = ("README.md", "docs/*.md", "bench/README.md")
@@ -275,7 +276,8 @@ def _help_text(argv):
              PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")]
                                                    if p]))
   try:
-    r = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    r = warm.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                 timeout=HANG_GUARD)
   except subprocess.TimeoutExpired:
     return 1, ""
   return r.returncode, r.stdout + r.stderr
@@ -559,6 +561,10 @@ if [ $i -lt ${{#a[@]}} ] && [[ "${{a[$i]}}" == *.py ]] && [ ! -e "${{a[$i]}}" ] 
    && [ -e {shlex.quote(root)}/"${{a[$i]}}" ]; then
   a[$i]={shlex.quote(root)}/"${{a[$i]}}"
 fi
+if [ -n "${{XLNET_WARM_SOCKET:-}}" ]; then   # the tests' warm server (tests/warm.py)
+  exec {shlex.quote(sys.executable)} -m data_utils.warm_start --connect "$XLNET_WARM_SOCKET" \
+    -- "${{a[@]}}"
+fi
 exec {shlex.quote(sys.executable)} "${{a[@]}}"
 """
   for name in ("python", "python3"):
@@ -575,8 +581,12 @@ def _shims():
 
 
 def run_env():
-  """The environment blocks run in: the root on PYTHONPATH, the wrappers first on PATH."""
+  """The environment blocks run in: the root on PYTHONPATH, the wrappers first on PATH (they
+  run `python` in the tests' warm server when it can: tests/warm.py)."""
   env = dict(os.environ)
+  address = warm.launcher().address()
+  if address:
+    env["XLNET_WARM_SOCKET"] = address
   env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
   env["PATH"] = os.pathsep.join([_shims(), env.get("PATH", "")])
   env.setdefault("CUDA_VISIBLE_DEVICES", "")

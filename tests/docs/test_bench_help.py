@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+from tests import warm
 from tests.docs import harness
 from tests.hang_guard import HANG_GUARD
 
@@ -18,7 +19,7 @@ def test_every_bench_script_runs_from_outside_the_repository(tmp_path):
   assert {"memory.py", "preprocess.py", "pretrain_step.py", "serving.py"} <= set(scripts)
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   env.update(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-  procs = {s: subprocess.Popen([sys.executable, os.path.join(harness.ROOT, "bench", s), "--help"],
+  procs = {s: warm.popen([sys.executable, os.path.join(harness.ROOT, "bench", s), "--help"],
                                cwd=str(tmp_path), env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True) for s in scripts}
   failed = {}

@@ -2,12 +2,12 @@
 shown where a user looks: the README and both scripts' --help."""
 
 import os
-import subprocess
 import sys
 
 import pytest
 
 from data_utils import lanes
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,7 +27,7 @@ def test_readme_states_the_rule_in_one_line():
 @pytest.mark.parametrize("script, flag", [("data_utils/create_pretrain_data.py", "--num_lanes"),
                                           ("run_pretrain.py", "--bsz_per_host")])
 def test_help_states_the_rule(script, flag):
-  out = subprocess.run([sys.executable, os.path.join(ROOT, script), "--helpfull"], cwd=ROOT,
+  out = warm.run([sys.executable, os.path.join(ROOT, script), "--helpfull"], cwd=ROOT,
                        capture_output=True, text=True, timeout=HANG_GUARD, check=True).stdout
   start = out.index(f"  {flag}:")
   assert lanes.RULE in _flat(out[start:start + 1200])

@@ -3,7 +3,6 @@
 import json
 import os
 import random
-import subprocess
 import sys
 import types
 
@@ -17,6 +16,7 @@ from finetuning import squad_features
 from modeling.mpnet import encoder as mpnet
 from modeling.mpnet import hf as mpnet_hf
 from modeling.mpnet import models as mpnet_models
+from tests import warm
 from tests.finetuning.test_classifier import sst2  # noqa: F401  (fixture)
 from tests.finetuning.test_race import race_dir  # noqa: F401  (fixture)
 from tests.finetuning.test_squad import _squad
@@ -134,18 +134,18 @@ def test_classifier_learns_and_checks_the_pad_id(sst2, tmp_path):  # noqa: F811
           "--warmup_steps=15", "--save_every=75", "--steps_per_loop=15", "--do_train",
           "--do_eval"]
   bad = _write_config(tmp_path / "bad.json", 120, pad_id=1)
-  r = subprocess.run(base + [f"--model_config_path={bad}", f"--model_dir={tmp_path}/bad"],
+  r = warm.run(base + [f"--model_config_path={bad}", f"--model_dir={tmp_path}/bad"],
                      cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD, env=ENV)
   assert r.returncode == 1 and "pad_token_id=1" in r.stderr.strip().splitlines()[-1]
   short = tmp_path / "short.json"
   short.write_text(json.dumps(dict(json.loads(_write_config(short, 120).read_text()),
                                    max_position_embeddings=40)))
-  r = subprocess.run(base + [f"--model_config_path={short}", f"--model_dir={tmp_path}/short"],
+  r = warm.run(base + [f"--model_config_path={short}", f"--model_dir={tmp_path}/short"],
                      cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD, env=ENV)
   assert r.returncode == 1
   assert "max_position_embeddings=40" in r.stderr.strip().splitlines()[-1], r.stderr[-500:]
   cfg = _write_config(tmp_path / "config.json", 120)
-  r = subprocess.run(base + [f"--model_config_path={cfg}", f"--model_dir={tmp_path}/m"],
+  r = warm.run(base + [f"--model_config_path={cfg}", f"--model_dir={tmp_path}/m"],
                      cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD, env=ENV)
   assert r.returncode == 0, r.stderr[-3000:]
   result = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
@@ -162,7 +162,7 @@ def test_race_learns(race_dir, tmp_path):  # noqa: F811
           "--train_batch_size=16", "--learning_rate=1e-3", "--train_steps=200",
           "--warmup_steps=20", "--save_every=100", "--steps_per_loop=20", "--do_train",
           "--do_eval"]
-  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD, env=ENV)
+  r = warm.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD, env=ENV)
   assert r.returncode == 0, r.stderr[-3000:]
   result = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
   assert result["accuracy"] > 0.6, r.stdout          # chance is 0.25

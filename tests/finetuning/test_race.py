@@ -3,7 +3,6 @@
 import json
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from data_utils import tokenization
 from finetuning import race
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -96,7 +96,7 @@ def test_learns_the_toy_task(race_dir, tmp_path):
           "--max_qa_length=12", "--train_batch_size=16", "--learning_rate=3e-3",
           "--train_steps=300", "--warmup_steps=40", "--save_every=100", "--steps_per_loop=20",
           "--dropout=0.0", "--dropatt=0.0", "--do_train", "--do_eval"]
-  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD,
+  r = warm.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD,
                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert r.returncode == 0, r.stderr[-3000:]
   result = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])

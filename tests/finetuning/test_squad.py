@@ -3,7 +3,6 @@
 import json
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from data_utils import tokenization
 from finetuning import squad, squad_features
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -101,7 +101,7 @@ def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
           "--train_batch_size=16", "--learning_rate=3e-3", "--train_steps=200",
           "--warmup_steps=20", "--save_every=200", "--steps_per_loop=20", "--dropout=0",
           "--dropatt=0", "--lr_layer_decay_rate=1.0", "--start_n_top=3", "--end_n_top=3"]
-  r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD,
+  r = warm.run(args, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD,
                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert r.returncode == 0, r.stderr[-3000:]
   out = tmp_path / "m"
@@ -114,7 +114,7 @@ def test_train_predict_write_files_and_score(tmp_path, text_and_sp):
   assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1"} <= set(result)
   assert result["HasAns_f1"] > 50, result                     # learned to find the colour
   # the files round-trip through the evaluator alone
-  again = subprocess.run([sys.executable, "run_squad.py", "--do_eval_only",
+  again = warm.run([sys.executable, "run_squad.py", "--do_eval_only",
                           f"--predict_file={dev}", f"--predictions={out}/predictions.json",
                           f"--null_odds={out}/null_odds.json"], cwd=ROOT, capture_output=True,
                          text=True, timeout=HANG_GUARD)

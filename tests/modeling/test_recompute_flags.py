@@ -6,7 +6,6 @@ And through the trainer under a two-replica MirroredStrategy, recomputation trai
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -16,6 +15,7 @@ from finetuning import runner as finetuning_runner
 from modeling.mpnet.config import MPNetConfig
 from modeling.xlnet.config import XLNetConfig
 from pretraining import runner as pretraining_runner
+from tests import warm
 from tests import pretrain_helpers as ph
 from tests import script_helpers
 from tests.hang_guard import HANG_GUARD
@@ -121,7 +121,7 @@ def test_mirrored_two_devices_same_training_with_recompute(tmp_path, setup):
   starts) through the trainer: 4 pretraining steps with dropout give the same losses, weights
   and dropout generator states with recompute as without."""
   records = ph.make_records(setup["text"], setup["sp"], tmp_path / "records", cores=2)
-  result = subprocess.run(
+  result = warm.run(
       [sys.executable, "-c", MIRRORED, str(setup["vocab"]), records, str(tmp_path)],
       cwd=script_helpers.ROOT, capture_output=True, text=True, timeout=HANG_GUARD,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))

@@ -31,6 +31,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import lanes, pipeline, record_format
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 from tests.training.test_multiworker import REFERENCE as MIRRORED   # 2 logical CPUs
 from tests.training.test_multiworker import clean_env, event_losses, free_ports
@@ -46,7 +47,7 @@ TF_LOG = re.compile(r"^(WARNING: All log messages before absl::InitializeLog|[IW
 
 
 def write_records(text, sp, out, *extra):
-  return subprocess.Popen(
+  return warm.popen(
       [sys.executable, "data_utils/create_pretrain_data.py", f"--input_glob={text}",
        f"--sp_model={sp}", f"--output_dir={out}", f"--seq_len={SEQ}", f"--reuse_len={REUSE}",
        f"--num_predict={NP}", "--bi_data", "--uncased", f"--shard_mb={SHARD_MB}", *extra],
@@ -229,7 +230,7 @@ def command(record_dir, cfg, model_dir, *extra):
 
 def launch(args, mirrored=False, env=None):
   head = [sys.executable, "-c", MIRRORED] if mirrored else [sys.executable, "run_pretrain.py"]
-  return subprocess.Popen(head + args, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+  return warm.popen(head + args, cwd=ROOT, text=True, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, env=env or clean_env())
 
 

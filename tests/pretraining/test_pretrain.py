@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import pipeline
+from tests import warm
 from tests import pretrain_helpers as ph
 from tests.hang_guard import HANG_GUARD
 
@@ -186,7 +187,7 @@ def runs(tmp_path_factory, recs):
   for mode in ("fusible", "off"):
     commands[mode] = [sys.executable, "-c", FUSIBLE, str(recs["vocab"]), recs["uni1"], mode,
                       str(base / mode)]
-  procs = {name: subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+  procs = {name: warm.popen(command, cwd=ROOT, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, env=env)
            for name, command in commands.items()}
   try:
@@ -237,11 +238,11 @@ def test_cli_errors_are_one_line(tmp_path, recs):
   base = [sys.executable, "run_pretrain.py", f"--record_dir={recs['bi1']}",
           f"--model_config_path={cfg}", f"--model_dir={tmp_path}/m", "--bsz_per_host=4",
           "--num_predict=5", "--reuse_len=16", "--bi_data"]
-  r = subprocess.run(base + ["--seq_len=64"], cwd=ROOT, capture_output=True, text=True,
+  r = warm.run(base + ["--seq_len=64"], cwd=ROOT, capture_output=True, text=True,
                      timeout=HANG_GUARD)
   assert r.returncode == 1
   assert "seq_len=32 (asked 64)" in r.stderr.strip().splitlines()[-1]
-  r = subprocess.run(base + ["--seq_len=32", "--train_steps=4", "--steps_per_loop=2",
+  r = warm.run(base + ["--seq_len=32", "--train_steps=4", "--steps_per_loop=2",
                              "--mem_len=16", "--save_every=4"], cwd=ROOT, capture_output=True,
                      text=True, timeout=HANG_GUARD)
   assert r.returncode == 0, r.stderr[-2000:]

@@ -6,7 +6,6 @@ publication is atomic and checked."""
 
 import json
 import os
-import subprocess
 import sys
 import types
 
@@ -25,6 +24,7 @@ from modeling.xlnet import release_checkpoint
 from modeling.xlnet.models import (XLNetClassifier, XLNetPretrainModel, XLNetRaceModel,
                                    XLNetSquadModel)
 from serving import export, tasks
+from tests import warm
 from tests import data_fixtures
 from tests.data_utils import test_wordpiece
 from tests.hang_guard import HANG_GUARD
@@ -201,7 +201,7 @@ def test_a_fresh_process_gets_the_python_paths_predictions(exported):
                      encoding="utf-8")
   in_sessions = root / "sessions.json"
   in_sessions.write_text(json.dumps(["mnli", "sst2_mpnet", "squad"]))
-  r = subprocess.run([sys.executable, "-c", _CHECK, str(request), str(root / "out.json"),
+  r = warm.run([sys.executable, "-c", _CHECK, str(request), str(root / "out.json"),
                       str(in_sessions)],
                      cwd=str(root), env=ENV, capture_output=True, text=True, timeout=HANG_GUARD)
   assert r.returncode == 0, r.stderr[-3000:]

@@ -8,7 +8,6 @@ forced to one tag, the spans are written out by hand."""
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +19,7 @@ from finetuning import tag_spans, tagging_features
 from modeling import families
 from modeling.run_config import RunConfig
 from serving import tagging_graph, utf8
+from tests import warm
 from tests import hf_dirs
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
@@ -94,7 +94,7 @@ def test_served_spans_equal_the_python_path(family, tokenizers, tmp_path):
   if family == "xlnet":         # the same through a TF1 session, request bytes as they are
     raw = [(t if isinstance(t, bytes) else t.encode("utf-8")).decode("latin-1") for t in TEXTS]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, "-c", _SESSION, export_dir, json.dumps(raw)],
+    run = warm.run([sys.executable, "-c", _SESSION, export_dir, json.dumps(raw)],
                          capture_output=True, text=True, env=env, check=True)
     session = json.loads(run.stdout.strip().splitlines()[-1])
     for key, value in want.items():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 from training import compile_cache
 
@@ -39,7 +40,7 @@ SIZES = (8, 12, 16)
 
 
 def run(cache, sizes=(8,), env=None, wait=True):
-  proc = subprocess.Popen([sys.executable, "-c", PROGRAM, cache, ",".join(map(str, sizes))],
+  proc = warm.popen([sys.executable, "-c", PROGRAM, cache, ",".join(map(str, sizes))],
                           cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {})))
   return finish(proc) if wait else proc

@@ -22,6 +22,7 @@ from modeling import checkpoint, loading
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
 from modeling.xlnet.models import XLNetPretrainModel
+from tests import warm
 from tests import pretrain_helpers as ph
 from tests import reference as ref
 from tests.hang_guard import HANG_GUARD
@@ -71,7 +72,7 @@ def _pretrain_argv(record_dir, model_dir, cfg, *extra):
 def _run_concurrently(argvs):
   """{name: argv} -> {name: (returncode, stdout, stderr)}; no child is left running."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  procs = {name: subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+  procs = {name: warm.popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, env=env) for name, argv in argvs.items()}
   try:
     outputs = {name: proc.communicate(timeout=HANG_GUARD) for name, proc in procs.items()}

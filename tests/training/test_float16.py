@@ -20,7 +20,6 @@ padding), the loss multiplied by a factor to move its gradients out of float16's
 import glob
 import json
 import os
-import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -32,6 +31,7 @@ import tensorflow as tf
 from finetuning.classifier_task import ClassifierConfig, ClassifierTask
 from modeling.run_config import RunConfig
 from modeling.xlnet.config import XLNetConfig
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 from training import entry
 from training import loss_scale
@@ -383,7 +383,7 @@ def test_two_replicas_skip_together_when_one_overflows(tmp_path):
   """MirroredStrategy over two logical CPUs, replica 1's gradients overflow, replica 0's do not:
   both skip (Keras alone would take replica 0's verdict and all-reduce an inf into every
   weight); once the scale is low enough, both apply the same finite update."""
-  result = subprocess.run([sys.executable, "-c", MIRRORED, "4"], cwd=ROOT, capture_output=True,
+  result = warm.run([sys.executable, "-c", MIRRORED, "4"], cwd=ROOT, capture_output=True,
                           text=True, timeout=HANG_GUARD,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
   assert result.returncode == 0, result.stderr[-3000:]

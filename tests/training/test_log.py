@@ -6,7 +6,6 @@ default and kept with --verbose."""
 
 import os
 import random
-import subprocess
 import sys
 import types
 
@@ -16,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import cli_app
+from tests import warm
 from tests import best_helpers
 from tests.hang_guard import HANG_GUARD
 from tests.training.test_training_steps import _classifier
@@ -202,7 +202,7 @@ def tiny_sst2(tmp_path_factory):
 def _script(*args):
   env = {k: v for k, v in os.environ.items()       # TensorFlow left to say what it says
          if k not in ("TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES")}
-  return subprocess.run([sys.executable, "run_classifier.py", *args], cwd=ROOT, env=env,
+  return warm.run([sys.executable, "run_classifier.py", *args], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=HANG_GUARD)
 
 

@@ -20,6 +20,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests import warm
 from tests import pretrain_helpers as ph
 from tests.hang_guard import HANG_GUARD
 
@@ -125,7 +126,7 @@ def test_two_workers_train_as_one_process_and_resume_together(setup):
     model_dir = base / "mw"
     args = [*command(records, cfg, model_dir, steps),
             "--distribution_strategy=multi_worker_mirrored"]
-    return [subprocess.Popen(
+    return [warm.popen(
         [sys.executable, "run_pretrain.py"] + args, cwd=ROOT, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=clean_env(TF_CONFIG=json.dumps({"cluster": {"worker": workers},
@@ -133,7 +134,7 @@ def test_two_workers_train_as_one_process_and_resume_together(setup):
             for i in range(2)]
 
   # First run: 3 steps (checkpoint at 3), alongside the one-process reference of 6 steps.
-  reference = subprocess.Popen(
+  reference = warm.popen(
       [sys.executable, "-c", REFERENCE] + command(records, cfg, base / "ref", 6)
       + [f"--bsz_per_host={2 * ph.BSZ}"],
       cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())

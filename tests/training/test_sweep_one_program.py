@@ -11,7 +11,6 @@ cosine_decay with the release's warmup, bit for bit.
 import json
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -19,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import tokenization
+from tests import warm
 from tests.hang_guard import HANG_GUARD
 from training import optimization
 
@@ -61,7 +61,7 @@ def _programs(tmp_path, sst2, name, *flags):
   for flag in flags:
     defaults[flag.split("=")[0]] = flag.split("=", 1)[1]
   args += [f"{k}={v}" for k, v in defaults.items()]
-  r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+  r = warm.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
                      timeout=HANG_GUARD)
   assert r.returncode == 0, r.stderr[-3000:]
   names = {n for n in os.listdir(cache) if n.endswith(".pb")}
@@ -138,7 +138,7 @@ def _summary_count(tmp_path, sst2, name, cache, *flags):
           "--save_every=2", "--max_seq_length=24", "--do_train", f"--compile_cache={cache}",
           *flags]
   env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
-  r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+  r = warm.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
                      timeout=HANG_GUARD)
   assert r.returncode == 0, r.stderr[-3000:]
   (line,) = [l for l in r.stdout.splitlines() if l.strip().startswith("XLA programs:")]
