@@ -7,6 +7,7 @@ the scheduler ran them at once (else the wait ends at the hang guard, and the te
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -40,17 +41,20 @@ def _spans(times):
     return {name: (t0, t1) for name, t0, t1 in map(json.loads, f)}
 
 
-def _run(tmp_path, stages, jobs):
-  return run_stages(stages, str(tmp_path / "out"), "python", lambda *a: None, jobs=jobs)
+def _run(tmp_path, stages, jobs, warm=False):
+  """warm: the script stages run in a warm server (data_utils/warm_start.py)."""
+  return run_stages(stages, str(tmp_path / "out"), sys.executable if warm else "python",
+                    lambda *a: None, jobs=jobs, warm=warm)
 
 
 @pytest.mark.slow
-def test_parallel_stages_overlap_after_and_barriers_hold(tmp_path):
+@pytest.mark.parametrize("warm", [False, True])
+def test_parallel_stages_overlap_after_and_barriers_hold(tmp_path, warm):
   times = tmp_path / "times.jsonl"
   stages = [_stage("a", times, partner="b"), _stage("b", times, partner="a"),
             _stage("c", times, after=("a",)),
             _stage("barrier", times, sleep=0.1, parallel=False), _stage("d", times)]
-  results, seconds = _run(tmp_path, stages, jobs=2)
+  results, seconds = _run(tmp_path, stages, jobs=2, warm=warm)
   assert set(results) == {"a", "b", "c", "barrier", "d"}
   s = _spans(times)
   assert s["b"][0] < s["a"][1] and s["a"][0] < s["b"][1]            # a and b overlapped
@@ -69,12 +73,13 @@ def test_one_job_runs_one_at_a_time_in_order(tmp_path):
   assert s["a"][1] <= s["b"][0] and s["b"][1] <= s["c"][0]
 
 
-def test_a_failure_stops_the_others_and_a_rerun_resumes(tmp_path):
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_failure_stops_the_others_and_a_rerun_resumes(tmp_path, warm):
   times = tmp_path / "times.jsonl"
   stages = [_stage("slow", times, sleep=HANG_GUARD), _stage("bad", times, sleep=0.2, fail=1),
             _stage("later", times)]
   with pytest.raises(StageError, match=r"^stage bad failed \(exit 1\)"):
-    _run(tmp_path, stages, jobs=2)
+    _run(tmp_path, stages, jobs=2, warm=warm)
   stage_dir = tmp_path / "out" / "stages"
   assert not stage_dir.exists() or os.listdir(stage_dir) == []
   # slow was killed, not recorded; later never started
@@ -84,7 +89,7 @@ def test_a_failure_stops_the_others_and_a_rerun_resumes(tmp_path):
   (stage_dir / "slow.json").write_text(json.dumps(
       {"name": "slow", "seconds": 1.0, "results": {"name": "slow"}}))
   stages[1] = _stage("bad", times, sleep=0.1)
-  results, _ = _run(tmp_path, stages, jobs=2)
+  results, _ = _run(tmp_path, stages, jobs=2, warm=warm)
   assert set(results) == {"slow", "bad", "later"} and "slow" not in _spans(times)
 
 
