@@ -16,6 +16,9 @@ does at every checkpoint when the data has one, and export the best checkpoint.
 Arms of a run:
   cold      this checkout, XLNET_COMPILE_CACHE = a fresh empty directory
   warm      this checkout, the same directory again (filled by `cold`)
+  forked    as warm, the command run by `python -m data_utils.warm_start --connect` in a server
+            that imported TensorFlow before the clock started (data_utils/warm_start.py: the
+            quickstart's stages, a sweep's runs); its peak RSS is not the run's (not shown)
   previous  --previous_repo's checkout (code without the cache: its runs compile every time)
   hf        (tiny, base) transformers' XLNetForSequenceClassification, PyTorch eager on the
             CPU, the same sizes, batch and sequence length, random weights, AdamW, as many
@@ -269,6 +272,12 @@ def main(argv=None):
 
 
 def bench(runs, args, work):
+  from data_utils import warm_start   # pylint: disable=import-outside-toplevel
+  with warm_start.Launcher(child_env("off")) as launcher:
+    return _bench(runs, args, work, launcher.address())
+
+
+def _bench(runs, args, work, server):
   print(f"building data in {work} ...", file=sys.stderr)
   paths = build_data(os.path.join(work, "data"))
   samples = []                                   # one dict per measurement
@@ -281,13 +290,18 @@ def bench(runs, args, work):
       if args.previous_repo:
         arms.append(("previous", os.path.abspath(args.previous_repo), "off"))
       cache = os.path.join(work, f"cache-{run}-{repeat}")
-      arms += [("cold", ROOT, cache), ("warm", ROOT, cache)]
+      arms += [("cold", ROOT, cache), ("warm", ROOT, cache), ("forked", ROOT, cache)]
       for arm, repo, cache_dir in arms:
         n += 1
         model_dir = os.path.join(work, f"m{n}-{run}-{arm}")
         cmd = command(run, repo, paths, model_dir, args)
+        if arm == "forked":
+          cmd = [sys.executable, "-m", "data_utils.warm_start", "--connect", server, "--",
+                 *cmd[1:]]
         r = measure(cmd, repo, child_env(cache_dir), args.timeout, STEP_LINE,
                     os.path.join(logs, f"{n:02d}-{run}-{arm}.log"))
+        if arm == "forked":
+          r["peak_rss_mb"] = None          # wait4 sees the client, not the forked run
         samples.append(dict(run=run, arm=arm, repeat=repeat, **r))
         _progress(samples[-1])
         shutil.rmtree(model_dir, ignore_errors=True)
@@ -357,7 +371,7 @@ def summarize(samples):
     med = lambda arm, key: (arms.get(arm, {}).get(key) or {}).get("median")
     ratios = {}
     for a, b in (("cold", "previous"), ("warm", "previous"), ("warm", "cold"), ("cold", "hf"),
-                 ("warm", "hf"), ("previous", "hf")):
+                 ("warm", "hf"), ("previous", "hf"), ("forked", "warm"), ("forked", "hf")):
       for key in ("first_step_s", "whole_s", "export_s"):
         if key == "export_s" and "hf" in (a, b):
           continue
@@ -385,7 +399,7 @@ def table(results):
            "| run | cache | code | start -> first step s | of which first loop s | whole run s | "
            "export s | peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
   code = {"cold": ("cold", "ours"), "warm": ("warm", "ours"), "previous": ("none", "previous"),
-          "hf": ("-", "HF PyTorch eager")}
+          "forked": ("warm", "ours, forked (warm_start)"), "hf": ("-", "HF PyTorch eager")}
 
   def cell(stats, digits=1):
     if not stats:
@@ -396,7 +410,7 @@ def table(results):
   for run, s in summary.items():
     sh = shapes[run]
     label = f"{run} (batch {sh['batch']}, seq {sh['seq_len']}, {sh['steps']} steps)"
-    for arm in ("previous", "cold", "warm", "hf"):
+    for arm in ("previous", "cold", "warm", "forked", "hf"):
       if arm not in s["arms"]:
         continue
       a = s["arms"][arm]

@@ -601,8 +601,7 @@ def run_block(block, workdir, timeout=HANG_GUARD):
   else:
     argv = ["bash", "-c", "set -e\n" + shell_text(block)]
   try:
-    r = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True,
-                       timeout=timeout)
+    r = warm.run(argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout)
   except subprocess.TimeoutExpired:
     return False, f"{block.id}: still running after {timeout} s (the hang guard)"
   out = (r.stdout[-3000:] + "\n" + r.stderr[-4000:]).strip()
