@@ -289,10 +289,17 @@ class Launcher:
     served = (set(kwargs) <= {"cwd", "env", "stdin", "stdout", "stderr", "text"}
               and kwargs.get("stdin") != subprocess.PIPE and runnable(argv, env, env))
     server = self._server(env, ready=True) if served else None
-    if server is None:
-      proc = subprocess.Popen([sys.executable, *argv], **kwargs)
-      proc.warm = False
-      return proc
+    if server is not None:
+      try:
+        return self._start(server, argv, env, kwargs)
+      except OSError:        # the server is gone (killed, out of memory): fresh from now on
+        server.ok = False
+    proc = subprocess.Popen([sys.executable, *argv], **kwargs)
+    proc.warm = False
+    return proc
+
+  @staticmethod
+  def _start(server, argv, env, kwargs):
     text = kwargs.get("text", False)
     child, keep, close = [], [], []
     for i, name in enumerate(("stdin", "stdout", "stderr")):
@@ -302,13 +309,23 @@ class Launcher:
       close.append(to_close)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-      sock.connect(server.socket)
-      _send_request(sock, argv, os.path.abspath(kwargs.get("cwd") or os.getcwd()), env, child)
-    finally:
-      for fd in {c for c in close if c is not None}:
-        os.close(fd)
-    pipes = [os.fdopen(r, "r" if text else "rb") if r is not None else None for r in keep[1:]]
-    return WarmProcess(sock, [sys.executable, *argv], pipes)
+      try:
+        sock.connect(server.socket)
+        _send_request(sock, argv, os.path.abspath(kwargs.get("cwd") or os.getcwd()), env,
+                      child)
+      finally:
+        for fd in {c for c in close if c is not None}:
+          os.close(fd)
+      pipes = [os.fdopen(r, "r" if text else "rb") if r is not None else None
+               for r in keep[1:]]
+      keep = []
+      return WarmProcess(sock, [sys.executable, *argv], pipes)
+    except OSError:
+      sock.close()
+      for fd in keep:
+        if fd is not None:
+          os.close(fd)
+      raise
 
   def run(self, argv, capture_output=False, timeout=None, check=False, **kwargs):
     """`subprocess.run([sys.executable, *argv], ...)`, run in a server when it can be."""

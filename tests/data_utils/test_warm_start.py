@@ -196,3 +196,15 @@ def test_the_command_line_client_runs_in_the_server_and_passes_signals_on(launch
     time.sleep(0.1)
   proc.send_signal(signal.SIGTERM)
   assert proc.wait(timeout=HANG_GUARD) == -signal.SIGTERM
+
+
+def test_a_server_that_died_is_replaced_by_fresh_interpreters(tmp_path):
+  with warm_start.Launcher() as launcher:
+    assert launcher.address()
+    server = next(iter(launcher._servers.values())).process   # pylint: disable=protected-access
+    server.kill()
+    server.wait()
+    proc = launcher.popen(["-c", "print('ran')"], cwd=tmp_path, stdout=subprocess.PIPE,
+                          text=True)
+    out, _ = proc.communicate(timeout=HANG_GUARD)
+    assert not proc.warm and proc.returncode == 0 and out == "ran\n"
