@@ -26,7 +26,10 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
   """The process that made the cache removes it once its session ends: the controller (or a
   run without workers). A pytest-xdist worker (`config.workerinput`) inherited the controller's
-  and made none, so it never removes the directory the other worker still uses."""
+  and made none, so it never removes the directory the other worker still uses. Every process
+  stops its own warm server (tests/warm.py) here."""
+  from tests import warm
+  warm.close()
   path = getattr(config, "_xlnet_compile_cache", None)
   if path:
     shutil.rmtree(path, ignore_errors=True)

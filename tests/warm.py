@@ -23,6 +23,13 @@ def launcher():
   return _LAUNCHER[0]
 
 
+def close():
+  """Stops this process's server, if it started one (tests/conftest.py, at the session's end:
+  a pytest-xdist worker may leave without running atexit)."""
+  while _LAUNCHER:
+    _LAUNCHER.pop().close()
+
+
 def run(command, **kwargs):
   """subprocess.run(command, **kwargs)."""
   if command[0] != sys.executable:
