@@ -323,7 +323,7 @@ def _bench(runs, args, work, server):
 def _progress(s):
   f = lambda v: "-" if v is None else f"{v:.1f}"
   print(f"  {s['run']:8s} {s['arm']:8s} first step {f(s['first_step_s'])} s, whole "
-        f"{f(s['whole_s'])} s, export {f(s['export_s'])} s, peak RSS {s['peak_rss_mb']:.0f} MB"
+        f"{f(s['whole_s'])} s, export {f(s['export_s'])} s, peak RSS {f(s['peak_rss_mb'])} MB"
         + ("" if s["ok"] else f"  FAILED ({s['returncode']}): {' | '.join(s['tail'][-3:])}"),
         file=sys.stderr, flush=True)
 
