@@ -12,9 +12,9 @@ stage list and reproduction/presets.py for the sizes.
 
 Presets (reproduction/presets.py; docs/reproduction.md): tiny, every script and both model
 families at toy size in about 1.5 minutes on 2 CPU cores (output/quickstart-tiny); small
-(default), the main job, about 17 minutes on 2 CPU cores; base, a longer run, about 4.5 hours on
-2 CPU cores (estimated from measured step times; output/quickstart-base). The run prints its
-ETA from the start.
+(default), the main job, 17 to 27 minutes on 2 CPU cores (two 2-core VMs); base, a longer
+run, about 4.5 hours on 2 CPU cores (estimated from measured step times;
+output/quickstart-base). The run prints its ETA from the start.
 """
 
 import os
@@ -31,7 +31,7 @@ from reproduction import report
 from reproduction.presets import PRESETS
 
 flags.DEFINE_enum("preset", "small", list(PRESETS), "Size of the run: tiny (toy sizes, about 1.5 "
-                  "minutes), small (default, about 17 minutes on 2 CPU cores), base (about 4.5 "
+                  "minutes), small (default, 17 to 27 minutes on 2 CPU cores), base (about 4.5 "
                   "hours on 2 CPU cores).")
 flags.DEFINE_string("output_dir", "output/quickstart", "Where everything is written (a rerun "
                     "with the same flags resumes; another preset needs another directory). A "
