@@ -34,6 +34,7 @@ and exits as the script did; without a usable server it becomes `python SCRIPT A
 
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -54,6 +55,7 @@ IMPORT_TIME_ENV = ("PYTHON", "LANG", "LANGUAGE", "LC_", "TF_CPP_", "TF_ENABLE_ON
 # before importing TensorFlow, so the server imports under it too
 DEFAULT_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+START_TIMEOUT = 600    # seconds a server may take to import before it is given up
 
 
 def _import_time_env(env):
@@ -225,7 +227,10 @@ class _Server:
 
   def ready(self):
     if self.ok is None:
-      line = self.process.stdout.readline()    # "ready", or EOF if its imports failed
+      # "ready", or EOF if its imports failed; a server still importing after START_TIMEOUT
+      # seconds is given up (its runs start fresh interpreters)
+      waited = select.select([self.process.stdout], [], [], START_TIMEOUT)[0]
+      line = self.process.stdout.readline() if waited else b""
       self.ok = line.strip() == b"ready"
       if not self.ok:
         self.close()
