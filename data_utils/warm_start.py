@@ -67,18 +67,17 @@ def _import_time_env(env):
 
 
 def runnable(argv, env, server_env):
-  """Whether `python *argv` in `env` may run in a server started in `server_env`."""
-  if not argv or _import_time_env(env) != _import_time_env(server_env):
+  """Whether `python *argv` in `env` may run in a server started in `server_env`: the same
+  import-time settings, a script path, `-m MODULE` or `-c CODE` first, no --verbose."""
+  if _import_time_env(env) != _import_time_env(server_env):
     return False
-  if argv[0] in ("-c", "-m"):
-    head = argv[:2]
-  elif argv[0].startswith("-") or not argv[0].endswith(".py"):
-    return False
+  if argv[:1] in (["-c"], ["-m"]) and len(argv) >= 2:
+    rest = argv[2:]
+  elif argv and argv[0].endswith(".py") and not argv[0].startswith("-"):
+    rest = argv[1:]
   else:
-    head = argv[:1]
-  if len(head) < (2 if argv[0] in ("-c", "-m") else 1):
     return False
-  return not cli_app.verbose_requested(argv[len(head):])
+  return not cli_app.verbose_requested(rest)
 
 
 # ------------------------------------------------------------------------------------ client
