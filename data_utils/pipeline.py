@@ -100,6 +100,9 @@ def expand(compact, params):
           "label": compact["label"]}
 
 
+# The record functions are plain TensorFlow ops: AutoGraph (tf.data converts map functions by
+# default) would only add the time to convert them, in every run.
+@tf.autograph.experimental.do_not_convert
 def pretrain_dataset(record_dir, seq_len, reuse_len, num_predict, bsz_per_host, bi_data,
                      num_core_per_host=1, vocab_size=None, split="train", expand_records=True,
                      repeat=True, host_id=0, num_hosts=1, skip_steps=0, verify="auto"):

@@ -7,6 +7,7 @@ Started as `python -m data_utils.warm_start --serve SOCKET` by a Launcher, whose
 stdin keeps it alive: at EOF it kills the runs still going and exits.
 """
 
+import gc
 import json
 import os
 import select
@@ -22,14 +23,19 @@ PRELOAD = ("numpy", "absl.app", "absl.flags", "absl.logging", "tensorflow", "sen
            "tensorflow_text")
 
 
+_GC_THRESHOLDS = gc.get_threshold()          # Python's own, which each run starts with
+
+
 def _preload():
-  cli_app.skip_keras_optional_imports()       # as every entry script starts
+  cli_app.collect_less()                      # as every entry script starts
+  cli_app.skip_keras_optional_imports()
   import importlib   # pylint: disable=import-outside-toplevel
   for name in PRELOAD:
     try:
       importlib.import_module(name)
     except ImportError:
       pass
+  gc.freeze()         # never scanned again, by the server or its children (nor copied by them)
 
 
 def _receive(conn):
@@ -126,6 +132,7 @@ def _child(conn, request, fds):
                  if n != "__main__"
                  and (getattr(m, "__file__", None) or "").startswith(ROOT + os.sep)]:
       del sys.modules[name]
+    gc.set_threshold(*_GC_THRESHOLDS)
     import random   # pylint: disable=import-outside-toplevel
     random.seed()
     if "numpy" in sys.modules:

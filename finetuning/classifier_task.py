@@ -126,8 +126,9 @@ class ClassifierTask(task_lib.TokenizerFromFlags, Task):
       ds = task_lib.host_examples(ds, input_context)
       ds = ds.shuffle(10_000, seed=self.config.seed).repeat()
     ds = ds.batch(batch_size, drop_remainder=train)
-    ds = ds.map(lambda x: classifier_features.parse(x, self.config.max_seq_length,
-                                                    self.spec.is_regression))
+    ds = ds.map(tf.autograph.experimental.do_not_convert(   # plain ops: nothing to convert
+        lambda x: classifier_features.parse(x, self.config.max_seq_length,
+                                            self.spec.is_regression)))
     return task_lib.static_batches(ds, batch_size) if train else ds
 
   def dataset(self, input_context, skip_batches=0):

@@ -102,7 +102,7 @@ class HeldOut:
   def _make_step(self, model):
     task = self.task
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)     # plain TensorFlow ops
     def step(batch, state, index):
       logits, target, target_mask, extra, new_state = task.predict(model, batch, state, index,
                                                                    training=False)

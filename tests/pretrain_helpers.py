@@ -22,7 +22,7 @@ def make_records(text, sp, out, cores=1, bi_data=False, max_bytes=None):
 
 
 def tiny_task(record_dir, vocab, cores=1, bi_data=False, mem_len=2 * REUSE, dropout=0.0,
-              objective="plm", lr=3e-3, train_steps=20, nsp_weight=0.0):
+              objective="plm", lr=3e-3, train_steps=20, nsp_weight=0.0, **config):
   model_config = XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                              n_token=vocab)
   run_config = RunConfig(dropout=dropout, dropatt=dropout, mem_len=mem_len, reuse_len=REUSE,
@@ -30,7 +30,7 @@ def tiny_task(record_dir, vocab, cores=1, bi_data=False, mem_len=2 * REUSE, drop
   config = PretrainConfig(record_dir=record_dir, seq_len=SEQ, reuse_len=REUSE, num_predict=NP,
                           bsz_per_host=BSZ, num_core_per_host=cores, bi_data=bi_data,
                           objective=objective, learning_rate=lr, train_steps=train_steps,
-                          warmup_steps=2, nsp_weight=nsp_weight)
+                          warmup_steps=2, nsp_weight=nsp_weight, **config)
   return PretrainTask(config, model_config, run_config)
 
 

@@ -118,3 +118,32 @@ def test_scripts_start_without_the_libraries_keras_imports_for_unused_helpers():
   line = [l for l in result.stderr.splitlines() if l.startswith("MODULES")]
   assert line == ["MODULES 0 {'keras': True, 'sklearn': False, 'matplotlib': False} True"], \
       result.stderr[-2000:]
+
+
+_GC_SCRIPT = """
+import gc
+from data_utils import cli_app
+cli_app.quiet_imports(__name__)
+def main(argv):
+  print("GC", gc.get_threshold(), gc.get_freeze_count() > 0)
+cli_app.run(main)
+"""
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "warm"])
+def test_an_entry_script_collects_less_often_and_freezes_its_start_up(tmp_path, fresh):
+  """An entry script raises the first threshold of Python's garbage collector above the
+  interpreter's own and freezes what start-up made before main; a library import keeps the
+  program's settings; a run forked from the tests' warm server starts from Python's own."""
+  script = tmp_path / "entry.py"
+  script.write_text(_GC_SCRIPT)
+  default = _run("-c", "import gc; print(gc.get_threshold())", fresh=True).stdout.strip()
+  first = int(default.strip("()").split(",")[0])
+  assert _run("-c", "import gc; print(gc.get_threshold())", fresh=fresh).stdout.strip() == default
+  library = _run("-c", "import gc; from data_utils import cli_app; print(gc.get_threshold())",
+                 fresh=fresh)
+  assert library.stdout.strip() == default, library.stderr[-2000:]
+  entry = _run(str(script), fresh=fresh)
+  assert entry.returncode == 0, entry.stderr[-2000:]
+  thresholds, frozen = re.fullmatch(r"GC \((\d+), \d+, \d+\) (\w+)", entry.stdout.strip()).groups()
+  assert int(thresholds) > first and frozen == "True", entry.stdout

@@ -68,7 +68,7 @@ class Stepper:
     step_fn = self.trainer._make_step()
     global_step = self.trainer.step
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)     # plain TensorFlow ops
     def run(batch, state):
       loss, metrics, new_state = step_fn(batch, state, global_step)
       global_step.assign_add(1)

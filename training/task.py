@@ -58,7 +58,8 @@ def inference_fn(model):
   fn = _INFERENCE_FNS.get(model)
   if fn is None:
     ref = weakref.ref(model)
-    fn = tf.function(lambda batch: ref()(batch, training=False), reduce_retracing=True)
+    fn = tf.function(lambda batch: ref()(batch, training=False), reduce_retracing=True,
+                     autograph=False)        # the model's call: plain TensorFlow ops
     _INFERENCE_FNS[model] = fn
   return fn
 
@@ -68,7 +69,7 @@ def static_batches(ds, batch_size):
   shapes; `drop_remainder` alone leaves it unknown after a parse that reshapes)."""
   def fix(features):
     return {k: tf.ensure_shape(v, [batch_size] + v.shape[1:]) for k, v in features.items()}
-  return ds.map(fix)
+  return ds.map(tf.autograph.experimental.do_not_convert(fix))
 
 
 class TokenizerFromFlags:

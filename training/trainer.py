@@ -131,9 +131,12 @@ def _last_evaluated(model_dir):
 
 
 def compile_step(mode):
-  """Decorator: tf.function compiled as --xla=`mode` says (see XLA_MODES)."""
+  """Decorator: tf.function compiled as --xla=`mode` says (see XLA_MODES). AutoGraph off: the
+  step is plain TensorFlow ops (Python control flow only on Python values), and converting its
+  call tree (the task's loss, the model's heads, the optimizer) source by source would cost
+  more than a small model's XLA compile."""
   configure_xla(mode)
-  return lambda fn: tf.function(fn, jit_compile=mode == "full")
+  return lambda fn: tf.function(fn, jit_compile=mode == "full", autograph=False)
 
 
 _STATE_KEY = "state/.ATTRIBUTES/VARIABLE_VALUE"   # the carried state in a checkpoint
@@ -321,7 +324,10 @@ class Trainer:
 
   def _make_loop(self):
     step_fn = self._make_step()
-    one_step = lambda iterator, state, step: step_fn(next(iterator), state, step)
+    # AutoGraph writes the loop below as a graph loop; the step it calls is left as it is
+    # (compile_step: plain TensorFlow ops; converting it would only cost time).
+    one_step = tf.autograph.experimental.do_not_convert(
+        lambda iterator, state, step: step_fn(next(iterator), state, step))
 
     @tf.function
     def host_loop(iterator, state, num_steps):
