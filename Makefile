@@ -24,7 +24,7 @@ quickstart: install
 	$(PYTHON) quickstart.py
 
 # Two pytest workers (pytest-xdist): most of the suite is single-threaded tracing and XLA
-# compilation, so on the 2-core CI machine this takes the suite from ~19 to ~11.5 minutes.
+# compilation, so one worker per core of the 2-core CI machine.
 # XLNET_TESTS_REQUIRE_REFERENCE=1: a reference test whose torch/transformers cannot be imported
 # FAILS here instead of skipping (tests/reference_libs.py); a bare `pytest` still skips it.
 # --durations: the 25 slowest tests, to keep the suite within its 15 minutes.
