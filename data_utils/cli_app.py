@@ -109,7 +109,7 @@ def quiet_imports(module_name):
 
 # Python's cyclic garbage collector at its default thresholds (700, 10, 10) scans the millions of
 # long-lived objects that importing TensorFlow and tracing graphs make, again and again: a
-# tenth of a small run's start-up. Entry scripts collect less often, and `run` freezes what
+# visible part of a small run's start-up. Entry scripts collect less often, and `run` freezes what
 # start-up made (gc.freeze: those objects are never scanned again; they live to the end anyway).
 GC_THRESHOLDS = (10_000, 20, 20)
 

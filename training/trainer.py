@@ -133,8 +133,8 @@ def _last_evaluated(model_dir):
 def compile_step(mode):
   """Decorator: tf.function compiled as --xla=`mode` says (see XLA_MODES). AutoGraph off: the
   step is plain TensorFlow ops (Python control flow only on Python values), and converting its
-  call tree (the task's loss, the model's heads, the optimizer) source by source would cost
-  more than a small model's XLA compile."""
+  call tree (the task's loss, the model's heads, the optimizer) source by source costs seconds
+  in every new process."""
   configure_xla(mode)
   return lambda fn: tf.function(fn, jit_compile=mode == "full", autograph=False)
 
