@@ -21,8 +21,8 @@ read half a file). Around that, this module adds what TensorFlow leaves out:
 
 Only files named with this project's prefix (PREFIX) are ever read, checked or removed, so a
 directory shared with other programs is safe. Hyper-parameters that do not change the program
-(learning rate, schedule lengths, seed, data) enter the step as tensors (training/optimization.py),
-so a sweep compiles once.
+(learning rate, schedule lengths, seed, data; with weight decay on, Adam's betas, epsilon and
+decay rate) enter the step as tensors (training/optimization.py), so a sweep compiles once.
 
 The directory: --compile_cache (the training scripts' flag), else the environment variable
 XLNET_COMPILE_CACHE, else ~/.cache/xlnet-tf/xla ($XDG_CACHE_HOME if set); "off" disables.

@@ -179,6 +179,21 @@ def release_decays(name):
   return not any(re.search(p, name) for p in RELEASE_EXCLUDE_FROM_DECAY)
 
 
+def _log(beta):
+  return math.log(beta) if beta > 0 else -math.inf       # beta 0: 1 - 0^t = -expm1(-inf) = 1
+
+
+class _Settings:
+  """Adam's settings in float32 variables, created outside any graph. A plain object, so the
+  optimizer's checkpoint tracking does not see them: checkpoints hold what they always held,
+  and a run's settings come from its flags, not from the checkpoint it resumes."""
+
+  def __init__(self, host):
+    with tf.init_scope():
+      self.variables = {k: tf.Variable(v, trainable=False, name=f"adam_{k}")
+                        for k, v in host.items()}
+
+
 class Adam(keras.optimizers.Optimizer):
   """Adam as the release (`semantics="release"`) or fairseq (`"fairseq"`) apply it; see the
   module docstring for the update rules, which are written in the same float32 arithmetic.
@@ -187,6 +202,11 @@ class Adam(keras.optimizers.Optimizer):
   grad_scales: {variable path: scale} applied to the clipped gradients (release layer decay).
   lr_multipliers: {variable path: multiplier (scalar or per-slice array)} (paper layer decay).
   clip_norm: global-norm clipping of the gradients summed over replicas (None = off).
+
+  With weight decay (the release's AdamWeightDecayOptimizer) and under fairseq semantics, the
+  settings (betas, epsilon, weight decay) enter the update as float32 variables holding the
+  values its constants had, so a sweep over them compiles one program (`_c`); the rule and the
+  semantics stay part of the program, and so do tf1_adam's settings.
 
   Under float16 loss scaling (training/loss_scale.py) two tensors come with the gradients:
   `loss_scale`, the scale they carry (divided out inside the update), and `apply_if`, whether
@@ -203,6 +223,7 @@ class Adam(keras.optimizers.Optimizer):
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     self.semantics, self.weight_decay_rate = semantics, weight_decay_rate
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+    self._settings = _Settings(self.host_values())
     self.clip_norm = clip_norm
     self.names = dict(names or {})
     self.grad_scales = dict(grad_scales or {})
@@ -210,6 +231,31 @@ class Adam(keras.optimizers.Optimizer):
     # Set by training/loss_scale.LossScaleOptimizer before each apply (None otherwise):
     self.loss_scale = None    # the scale the gradients carry (float32 [])
     self.apply_if = None      # whether this update happens (bool []); else nothing changes
+
+  def settings(self):
+    """{name: value (Python float)} of the constants the update rules use: 1 - beta computed
+    in Python's double (the release's decay rule and fairseq), log(beta) for fairseq's bias
+    correction."""
+    return dict(beta_1=self.beta_1, beta_2=self.beta_2, one_minus_beta_1=1.0 - self.beta_1,
+                one_minus_beta_2=1.0 - self.beta_2, log_beta_1=_log(self.beta_1),
+                log_beta_2=_log(self.beta_2), epsilon=self.epsilon,
+                weight_decay_rate=self.weight_decay_rate)
+
+  def host_values(self):
+    """{name: float32 value} of the settings as a float32 update reads them (each rounded
+    once, as the constants were)."""
+    return {k: np.float32(v) for k, v in self.settings().items()}
+
+  def _c(self, name, dtype):
+    """Setting `name` as the update reads it: in float32 its variable (a tensor of the program,
+    not a constant, so a sweep over it compiles once), except under tf1_adam; otherwise the
+    constant. tf1_adam keeps its constants: XLA compiles its update with them into other
+    float32 roundings than with tensors (the last bits of the weights move within a few steps),
+    and its roundings are the ones checked against TF1's AdamOptimizer; the two other rules give
+    the same bits either way."""
+    if dtype == tf.float32 and self.rule != "tf1_adam":
+      return self._settings.variables[name]
+    return tf.constant(self.settings()[name], dtype)
 
   @property
   def rule(self):
@@ -288,9 +334,9 @@ class Adam(keras.optimizers.Optimizer):
 
   def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
     super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
-    for power, beta in zip(self._beta_powers, (self.beta_1, self.beta_2)):
+    for power, beta in zip(self._beta_powers, ("beta_1", "beta_2")):
       distribution.extended.update(
-          power.value, lambda p, b=beta: self._put(p, p * tf.constant(b, p.dtype)), group=False)
+          power.value, lambda p, b=beta: self._put(p, p * self._c(b, p.dtype)), group=False)
 
   def update_step(self, gradient, variable, learning_rate):
     f32 = variable.dtype
@@ -300,22 +346,22 @@ class Adam(keras.optimizers.Optimizer):
       lr = lr * tf.constant(self._mult[index], f32)
     g = tf.cast(tf.convert_to_tensor(gradient), f32)
     m, v = self._m[index], self._v[index]
-    eps = tf.constant(self.epsilon, f32)
+    eps = self._c("epsilon", f32)
     if self.rule == "adam_weight_decay":
       # model_utils.AdamWeightDecayOptimizer: 1 - beta in Python (double), then float32.
-      new_m = tf.constant(self.beta_1, f32) * m + tf.constant(1.0 - self.beta_1, f32) * g
-      new_v = tf.constant(self.beta_2, f32) * v + tf.constant(1.0 - self.beta_2, f32) * (g * g)
+      new_m = self._c("beta_1", f32) * m + self._c("one_minus_beta_1", f32) * g
+      new_v = self._c("beta_2", f32) * v + self._c("one_minus_beta_2", f32) * (g * g)
       new_m, new_v = self._put(m, new_m), self._put(v, new_v)
       update = new_m / (tf.sqrt(new_v) + eps)
       if self._decay[index]:
-        update += tf.constant(self.weight_decay_rate, f32) * variable
+        update += self._c("weight_decay_rate", f32) * variable
       self._put_sub(variable, lr * update)
       return
     if self.rule == "tf1_adam":
       # TF1's ApplyAdam kernel, float32 throughout: m += (g - m)(1 - b1), v += (g² - v)(1 - b2),
       # w -= m alpha / (sqrt(v) + eps), alpha = lr sqrt(1 - b2^t) / (1 - b1^t).
       one = tf.constant(1.0, f32)
-      b1, b2 = tf.constant(self.beta_1, f32), tf.constant(self.beta_2, f32)
+      b1, b2 = self._c("beta_1", f32), self._c("beta_2", f32)
       b1_power = self._beta_powers[0] * b1
       b2_power = self._beta_powers[1] * b2
       alpha = lr * tf.sqrt(one - b2_power) / (one - b1_power)
@@ -328,16 +374,16 @@ class Adam(keras.optimizers.Optimizer):
     # (1 - b1^t) (fairseq: in double; here 1 - b^t = -expm1(t log b) keeps float32 within 2e-7
     # of it without float64, which TPUs lack), decay w -= lr wd w before the step
     # w -= step_size m / (sqrt(v) + eps).
-    new_m = m * tf.constant(self.beta_1, f32) + tf.constant(1.0 - self.beta_1, f32) * g
-    new_v = v * tf.constant(self.beta_2, f32) + tf.constant(1.0 - self.beta_2, f32) * g * g
+    new_m = m * self._c("beta_1", f32) + self._c("one_minus_beta_1", f32) * g
+    new_v = v * self._c("beta_2", f32) + self._c("one_minus_beta_2", f32) * g * g
     t = tf.cast(self.iterations + 1, f32)
-    correction1 = -tf.math.expm1(t * tf.constant(math.log(self.beta_1), f32))
-    correction2 = -tf.math.expm1(t * tf.constant(math.log(self.beta_2), f32))
+    correction1 = -tf.math.expm1(t * self._c("log_beta_1", f32))
+    correction2 = -tf.math.expm1(t * self._c("log_beta_2", f32))
     step_size = lr * tf.sqrt(correction2) / correction1
     new_m, new_v = self._put(m, new_m), self._put(v, new_v)
     w = variable
     if self._decay[index]:
-      w = w - (lr * tf.constant(self.weight_decay_rate, f32)) * w
+      w = w - (lr * self._c("weight_decay_rate", f32)) * w
     self._put(variable, w - step_size * (new_m / (tf.sqrt(new_v) + eps)))
 
   def get_config(self):

@@ -1,4 +1,5 @@
-"""A sweep over learning rate, seed, training length and warmup compiles one XLA program.
+"""A sweep over learning rate, seed, training length and warmup (and, with weight decay or
+fairseq's Adam, over Adam's betas, epsilon and decay rate) compiles one XLA program.
 
 These settings enter the train step as tensors (training/optimization.WarmupDecay's variables,
 the dropout generators' seeded state), so XLA's persistent compilation cache, which names each
@@ -76,6 +77,19 @@ def test_sweep_settings_do_not_change_the_program(tmp_path, sst2):
   assert swept == base
   longer = _programs(tmp_path, sst2, "longer", "--max_seq_length=32")
   assert longer.isdisjoint(base)
+
+
+@pytest.mark.parametrize("semantics", ["release", "fairseq"])
+def test_a_sweep_over_adams_settings_compiles_once(tmp_path, sst2, semantics):
+  """With weight decay on (the release's AdamWeightDecayOptimizer, fairseq's Adam), the betas,
+  epsilon and the decay rate enter the update as tensors: one program for the sweep. (Decay on
+  or off is part of the program; the release's rule without decay, TF1's AdamOptimizer, keeps
+  its settings as constants: training/optimization.py.)"""
+  rule = f"--optimizer={semantics}"
+  base = _programs(tmp_path, sst2, "base", rule, "--weight_decay=0.01")
+  swept = _programs(tmp_path, sst2, "swept", rule, "--adam_beta1=0.8", "--adam_beta2=0.98",
+                    "--adam_epsilon=1e-6", "--weight_decay=0.1")
+  assert swept == base
 
 
 # ---- the schedule against TF1 ----------------------------------------------------------------
