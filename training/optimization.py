@@ -251,8 +251,8 @@ class Adam(keras.optimizers.Optimizer):
     not a constant, so a sweep over it compiles once), except under tf1_adam; otherwise the
     constant. tf1_adam keeps its constants: XLA compiles its update with them into other
     float32 roundings than with tensors (the last bits of the weights move within a few steps),
-    and its roundings are the ones checked against TF1's AdamOptimizer; the two other rules give
-    the same bits either way."""
+    and its compiled step keeps the roundings it was compared with TF1's AdamOptimizer in; the
+    two other rules give the same bits either way."""
     if dtype == tf.float32 and self.rule != "tf1_adam":
       return self._settings.variables[name]
     return tf.constant(self.settings()[name], dtype)
