@@ -103,4 +103,5 @@ def test_autograph_converts_the_host_loop_only(tmp_path, text_and_sp, xla):
                     cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
   assert result.returncode == 0, result.stderr[-3000:]
   converted = json.loads(result.stdout.strip().splitlines()[-1])
-  assert converted == ["training.trainer.Trainer._make_loop.<locals>.host_loop"], converted
+  ours = [name for name in converted if not name.startswith(("tensorflow.", "keras."))]
+  assert ours == ["training.trainer.Trainer._make_loop.<locals>.host_loop"], converted
