@@ -10,7 +10,6 @@ import sys
 import weakref
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tests import best_helpers
@@ -89,17 +88,17 @@ print(json.dumps(converted))
 """
 
 
-@pytest.mark.parametrize("xla", ["full", "off"])
-def test_autograph_converts_the_host_loop_only(tmp_path, text_and_sp, xla):
+def test_autograph_converts_the_host_loop_only(tmp_path, text_and_sp):
   """A run's step, its data functions, its evaluation and its model's inference function are
   plain TensorFlow ops, traced as written: AutoGraph (which rewrites a function's source, and
   every function it calls, at each new process) converts the host loop's graph loop alone. A
-  fresh interpreter: AutoGraph keeps what it converted for the life of a process."""
+  fresh interpreter: AutoGraph keeps what it converted for the life of a process. (--xla=off
+  and fusible build the step with the same compile_step, only jit_compile differs.)"""
   text, sp = text_and_sp
   from data_utils.tokenization import Tokenizer
   records = ph.make_records(text, sp, tmp_path / "records", max_bytes=30_000)
   result = warm.run([sys.executable, "-c", CONVERSIONS, records,
-                     str(Tokenizer(sp, lower=True).vocab_size), str(tmp_path / "run"), xla],
+                     str(Tokenizer(sp, lower=True).vocab_size), str(tmp_path / "run"), "full"],
                     cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD)
   assert result.returncode == 0, result.stderr[-3000:]
   converted = json.loads(result.stdout.strip().splitlines()[-1])
