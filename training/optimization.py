@@ -32,6 +32,7 @@ XLNet, the Hugging Face names for MPNet), so every rule reads as in the code it 
 
 import math
 import re
+import types
 
 import keras
 import numpy as np
@@ -61,6 +62,14 @@ def dense_gradients(grads):
   return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
+def _host_variables(values, prefix):
+  """{name: non-trainable variable} holding host-computed float32 values, made outside any
+  graph. Their holder keeps them out of checkpoints: a run's settings come from its flags,
+  never from the checkpoint it resumes."""
+  with tf.init_scope():
+    return {k: tf.Variable(v, trainable=False, name=f"{prefix}_{k}") for k, v in values.items()}
+
+
 class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
   """lr(step): linear warmup over warmup_steps, then linear ("poly") or cosine decay.
 
@@ -83,9 +92,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
       raise ValueError(f"--decay_method must be linear (poly) or cosine (cos), got {decay!r}")
     self.peak, self.train_steps, self.warmup_steps = peak, train_steps, warmup_steps
     self.decay, self.min_lr_ratio = DECAY_METHODS[decay], min_lr_ratio
-    with tf.init_scope():
-      self.tensors = {k: tf.Variable(v, trainable=False, name=f"lr_schedule_{k}")
-                      for k, v in self.host_values().items()}
+    self.tensors = _host_variables(self.host_values(), "lr_schedule")
 
   def host_values(self):
     """{name: float32 value} of the settings as the step reads them."""
@@ -183,17 +190,6 @@ def _log(beta):
   return math.log(beta) if beta > 0 else -math.inf       # beta 0: 1 - 0^t = -expm1(-inf) = 1
 
 
-class _Settings:
-  """Adam's settings in float32 variables, created outside any graph. A plain object, so the
-  optimizer's checkpoint tracking does not see them: checkpoints hold what they always held,
-  and a run's settings come from its flags, not from the checkpoint it resumes."""
-
-  def __init__(self, host):
-    with tf.init_scope():
-      self.variables = {k: tf.Variable(v, trainable=False, name=f"adam_{k}")
-                        for k, v in host.items()}
-
-
 class Adam(keras.optimizers.Optimizer):
   """Adam as the release (`semantics="release"`) or fairseq (`"fairseq"`) apply it; see the
   module docstring for the update rules, which are written in the same float32 arithmetic.
@@ -223,7 +219,11 @@ class Adam(keras.optimizers.Optimizer):
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     self.semantics, self.weight_decay_rate = semantics, weight_decay_rate
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
-    self._settings = _Settings(self.host_values())
+    self._constants = self.settings()
+    # In a plain object: the optimizer tracks dicts of variables it holds (checkpoints would
+    # name them); tf1_adam reads constants (see _c).
+    self._tensors = types.SimpleNamespace(variables=None if self.rule == "tf1_adam" else
+                                          _host_variables(self.host_values(), "adam"))
     self.clip_norm = clip_norm
     self.names = dict(names or {})
     self.grad_scales = dict(grad_scales or {})
@@ -253,9 +253,9 @@ class Adam(keras.optimizers.Optimizer):
     float32 roundings than with tensors (the last bits of the weights move within a few steps),
     and its compiled step keeps the roundings it was compared with TF1's AdamOptimizer in; the
     two other rules give the same bits either way."""
-    if dtype == tf.float32 and self.rule != "tf1_adam":
-      return self._settings.variables[name]
-    return tf.constant(self.settings()[name], dtype)
+    if dtype == tf.float32 and self._tensors.variables is not None:
+      return self._tensors.variables[name]
+    return tf.constant(self._constants[name], dtype)
 
   @property
   def rule(self):
