@@ -7,6 +7,8 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import pytest  # noqa: E402
 
+from data_utils import cli_app  # noqa: E402
+
 COMPILE_CACHE_ENV = "XLNET_COMPILE_CACHE"     # training/compile_cache.py's variable
 
 
@@ -21,6 +23,19 @@ def pytest_configure(config):
   path = tempfile.mkdtemp(prefix="xlnet-test-xla-cache-")
   os.environ[COMPILE_CACHE_ENV] = path
   config._xlnet_compile_cache = path           # made here: removed by this process only
+
+
+# The collector as an entry script sets it (data_utils/cli_app.py, collect_less): the tests
+# trace hundreds of models in each process, and Python's default thresholds scan the heap that
+# TensorFlow's import and those graphs make over and over. What collection imported (TensorFlow,
+# the test modules) is frozen: never scanned again. Runs in a subprocess or forked from the warm
+# server start from Python's own settings, as a user's would.
+cli_app.collect_less()
+
+
+def pytest_collection_finish(session):
+  import gc  # pylint: disable=import-outside-toplevel
+  gc.freeze()
 
 
 def pytest_unconfigure(config):
