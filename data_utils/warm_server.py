@@ -19,8 +19,9 @@ import threading
 from data_utils import cli_app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# tensorboard.summary: what tf.summary.scalar imports at a run's first logged step
 PRELOAD = ("numpy", "absl.app", "absl.flags", "absl.logging", "tensorflow", "sentencepiece",
-           "tensorflow_text")
+           "tensorflow_text", "tensorboard.summary")
 
 
 _GC_THRESHOLDS = gc.get_threshold()          # Python's own, which each run starts with
