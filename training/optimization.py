@@ -221,9 +221,11 @@ class Adam(keras.optimizers.Optimizer):
     self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
     self._constants = self.settings()
     # In a plain object: the optimizer tracks dicts of variables it holds (checkpoints would
-    # name them); tf1_adam reads constants (see _c).
+    # name them); tf1_adam reads constants (see _c). `shared`: during an update, the scalars
+    # every variable's update reads ({(name, dtype, device): tensor}, _once).
     self._tensors = types.SimpleNamespace(variables=None if self.rule == "tf1_adam" else
-                                          _host_variables(self.host_values(), "adam"))
+                                          _host_variables(self.host_values(), "adam"),
+                                          shared=None)
     self.clip_norm = clip_norm
     self.names = dict(names or {})
     self.grad_scales = dict(grad_scales or {})
@@ -333,40 +335,58 @@ class Adam(keras.optimizers.Optimizer):
         list(zip(grads, variables)), learning_rate)
 
   def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
-    super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
+    self._tensors.shared = {}
+    try:
+      super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
+    finally:
+      self._tensors.shared = None
     for power, beta in zip(self._beta_powers, ("beta_1", "beta_2")):
       distribution.extended.update(
           power.value, lambda p, b=beta: self._put(p, p * self._c(b, p.dtype)), group=False)
 
+  def _once(self, name, variable, make):
+    """make(): a scalar every variable's update reads alike (a setting, 1 - beta, a bias
+    correction, the learning rate), made once per update and device instead of once per
+    variable. The same ops on the same values, so the same bits (XLA and Grappler merged the
+    copies anyway); only the trace, which made hundreds of them, is shorter."""
+    shared = self._tensors.shared
+    if shared is None:
+      return make()
+    key = (name, getattr(variable, "device", ""))
+    if key not in shared:
+      shared[key] = make()
+    return shared[key]
+
   def update_step(self, gradient, variable, learning_rate):
     f32 = variable.dtype
     index = self._get_variable_index(variable)
-    lr = tf.cast(learning_rate, f32)
+    once = lambda name, make: self._once((name, f32), variable, make)
+    c = lambda name: once(name, lambda: self._c(name, f32))
+    lr = once("lr", lambda: tf.cast(learning_rate, f32))
     if self._mult[index] is not None:
       lr = lr * tf.constant(self._mult[index], f32)
     g = tf.cast(tf.convert_to_tensor(gradient), f32)
     m, v = self._m[index], self._v[index]
-    eps = self._c("epsilon", f32)
+    eps = c("epsilon")
     if self.rule == "adam_weight_decay":
       # model_utils.AdamWeightDecayOptimizer: 1 - beta in Python (double), then float32.
-      new_m = self._c("beta_1", f32) * m + self._c("one_minus_beta_1", f32) * g
-      new_v = self._c("beta_2", f32) * v + self._c("one_minus_beta_2", f32) * (g * g)
+      new_m = c("beta_1") * m + c("one_minus_beta_1") * g
+      new_v = c("beta_2") * v + c("one_minus_beta_2") * (g * g)
       new_m, new_v = self._put(m, new_m), self._put(v, new_v)
       update = new_m / (tf.sqrt(new_v) + eps)
       if self._decay[index]:
-        update += self._c("weight_decay_rate", f32) * variable
+        update += c("weight_decay_rate") * variable
       self._put_sub(variable, lr * update)
       return
     if self.rule == "tf1_adam":
       # TF1's ApplyAdam kernel, float32 throughout: m += (g - m)(1 - b1), v += (g² - v)(1 - b2),
       # w -= m alpha / (sqrt(v) + eps), alpha = lr sqrt(1 - b2^t) / (1 - b1^t).
-      one = tf.constant(1.0, f32)
-      b1, b2 = self._c("beta_1", f32), self._c("beta_2", f32)
-      b1_power = self._beta_powers[0] * b1
-      b2_power = self._beta_powers[1] * b2
-      alpha = lr * tf.sqrt(one - b2_power) / (one - b1_power)
-      new_m = m + (g - m) * (one - b1)
-      new_v = v + (g * g - v) * (one - b2)
+      one = once("one", lambda: tf.constant(1.0, f32))
+      b1, b2 = c("beta_1"), c("beta_2")
+      root = once("sqrt(1 - b2^t)", lambda: tf.sqrt(one - self._beta_powers[1] * b2))
+      alpha = lr * root / once("1 - b1^t", lambda: one - self._beta_powers[0] * b1)
+      new_m = m + (g - m) * once("1 - b1", lambda: one - b1)
+      new_v = v + (g * g - v) * once("1 - b2", lambda: one - b2)
       new_m, new_v = self._put(m, new_m), self._put(v, new_v)
       self._put_sub(variable, (new_m * alpha) / (tf.sqrt(new_v) + eps))
       return
@@ -374,16 +394,16 @@ class Adam(keras.optimizers.Optimizer):
     # (1 - b1^t) (fairseq: in double; here 1 - b^t = -expm1(t log b) keeps float32 within 2e-7
     # of it without float64, which TPUs lack), decay w -= lr wd w before the step
     # w -= step_size m / (sqrt(v) + eps).
-    new_m = m * self._c("beta_1", f32) + self._c("one_minus_beta_1", f32) * g
-    new_v = v * self._c("beta_2", f32) + self._c("one_minus_beta_2", f32) * g * g
-    t = tf.cast(self.iterations + 1, f32)
-    correction1 = -tf.math.expm1(t * self._c("log_beta_1", f32))
-    correction2 = -tf.math.expm1(t * self._c("log_beta_2", f32))
-    step_size = lr * tf.sqrt(correction2) / correction1
+    new_m = m * c("beta_1") + c("one_minus_beta_1") * g
+    new_v = v * c("beta_2") + c("one_minus_beta_2") * g * g
+    t = once("t", lambda: tf.cast(self.iterations + 1, f32))
+    correction1 = once("1 - b1^t", lambda: -tf.math.expm1(t * c("log_beta_1")))
+    root = once("sqrt(1 - b2^t)", lambda: tf.sqrt(-tf.math.expm1(t * c("log_beta_2"))))
+    step_size = lr * root / correction1
     new_m, new_v = self._put(m, new_m), self._put(v, new_v)
     w = variable
     if self._decay[index]:
-      w = w - (lr * self._c("weight_decay_rate", f32)) * w
+      w = w - (lr * c("weight_decay_rate")) * w
     self._put(variable, w - step_size * (new_m / (tf.sqrt(new_v) + eps)))
 
   def get_config(self):

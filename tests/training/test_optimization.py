@@ -334,3 +334,19 @@ def test_update_has_no_float64(semantics, decay):
     return out
   found = dtypes(graph)
   assert tf.float32 in found and tf.float64 not in found
+
+
+@pytest.mark.parametrize("semantics,decay,shared", [("release", 0.0, 1), ("release", 0.1, 0),
+                                                    ("fairseq", 0.1, 1)])
+def test_scalars_every_update_reads_are_made_once(semantics, decay, shared):
+  """The settings, 1 - beta and the bias correction are made once per update, not once per
+  variable (the trace of a large model's update was mostly copies of them): with N variables
+  the update has N square roots of v, plus one of the bias correction where the rule has it."""
+  variables = [keras.Variable(np.ones(k + 2, np.float32), name=f"w{k}") for k in range(5)]
+  opt = optimization.Adam(learning_rate=0.1, semantics=semantics, weight_decay_rate=decay)
+  opt.build(variables)
+  step = tf.function(lambda gs: opt.apply_gradients(zip(gs, variables)))
+  graph = step.get_concrete_function([tf.TensorSpec(v.shape, tf.float32)
+                                      for v in variables]).graph
+  ops = [op.type for op in graph.get_operations()]
+  assert ops.count("Sqrt") == len(variables) + shared, ops
