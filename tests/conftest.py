@@ -67,40 +67,54 @@ def tok(text_and_sp):
 
 
 # The longest modules first (`make test`: two pytest-xdist workers, `--dist loadscope
-# --no-loadscope-reorder`, so each module runs whole on one worker, in this order). Measured
-# in the full suite (2 workers, seconds of their slowest tests): pretrain 370 (mirrored 97,
-# resume 80, XLA modes 79, ...), quickstart 240, deterministic 167 (SIGKILL 133), float16,
-# serving 113 (its exports' fixture 85), multi-worker 94, recompute flags 74, the ram:// chain
-# 69, ... A long module collected last would end the run alone while the other worker idles,
-# and a module split between the workers builds its module fixtures twice (serving's: 85 s).
-# Modules not named keep their collection order after these.
+# --no-loadscope-reorder`, so each module runs whole on one worker, in this order): every module
+# whose tests take a quarter of a minute or more in the full suite (pytest --junitxml: the sum
+# of its tests' times), longest first. A long module collected last would end the run alone
+# while the other worker idles, and a module split between the workers builds its module
+# fixtures twice. Modules not named keep their collection order after these; re-measure and
+# re-sort when a module grows.
 LONGEST_FIRST = [
-    "tests/pretraining/test_pretrain.py",
     "tests/reproduction/test_quickstart.py",
-    "tests/training/test_deterministic.py",
+    "tests/pretraining/test_pretrain.py",
     "tests/serving/test_serving.py",
-    "tests/training/test_multiworker.py",
     "tests/pretraining/test_any_layout.py",
-    "tests/modeling/test_recompute_flags.py",
     "tests/training/test_float16.py",
-    "tests/test_cloud_paths.py",
-    "tests/training/test_best_checkpoint.py",
-    "tests/finetuning/test_mpnet_finetune.py",
-    "tests/finetuning/test_race.py",
-    "tests/finetuning/test_squad.py",
+    "tests/modeling/test_recompute.py",
+    "tests/training/test_deterministic.py",
     "tests/training/test_sweep_one_program.py",
-    "tests/training/test_compile_cache.py",
-    "tests/finetuning/test_tagging.py",
-    "tests/finetuning/test_pairs.py",
-    "tests/serving/test_tagging_serving.py",
-    "tests/finetuning/test_unlabelled_eval.py",
+    "tests/training/test_run_record.py",
     "tests/serving/test_serving_bytes.py",
-    "tests/test_scripts.py",
-    "tests/training/test_corrupt_inputs.py",
+    "tests/training/test_preemption.py",
+    "tests/modeling/test_recompute_flags.py",
+    "tests/training/test_multiworker.py",
+    "tests/test_cloud_paths.py",
+    "tests/modeling/xlnet/test_model.py",
+    "tests/training/test_training_steps.py",
+    "tests/finetuning/test_mpnet_finetune.py",
+    "tests/pretraining/test_information_flow.py",
+    "tests/finetuning/test_pairs.py",
+    "tests/pretraining/test_cloze.py",
+    "tests/modeling/mpnet/test_mpnet_pretrain.py",
+    "tests/data_utils/test_sp_graph.py",
+    "tests/finetuning/test_tagging.py",
+    "tests/serving/test_tagging_serving.py",
     "tests/data_utils/test_fuzz_pretrain_text.py",
+    "tests/finetuning/test_unlabelled_eval.py",
+    "tests/training/test_traces.py",
+    "tests/test_bench_memory.py",
+    "tests/serving/test_embedding_serving.py",
+    "tests/pretraining/test_heldout_eval.py",
+    "tests/reproduction/test_scheduler.py",
+    "tests/finetuning/test_race.py",
+    "tests/finetuning/test_custom_data.py",
+    "tests/modeling/xlnet/test_hf_xlnet.py",
+    "tests/training/test_best_checkpoint.py",
+    "tests/pretraining/test_xlnet_training_parity.py",
+    "tests/data_utils/test_warm_start.py",
+    "tests/training/test_corrupt_inputs.py",
+    "tests/pretraining/test_record_defaults.py",
     "tests/finetuning/test_fuzz_classifier.py",
-    "tests/finetuning/test_fuzz_squad.py",
-    "tests/finetuning/test_fuzz_race.py",
+    "tests/inference/test_from_pretrained_hf.py",
 ]
 
 
