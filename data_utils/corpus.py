@@ -6,6 +6,7 @@ the benchmarks and the quickstart; no download.
 """
 
 import ast
+import collections
 import os
 import re
 import sysconfig
@@ -16,15 +17,34 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'])")
 _SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__", "lib2to3"}
 
 
+# The fields that hold statements (where a def or a class can be) and the nodes between them
+# (except handlers, match cases).
+_BODIES = ("body", "handlers", "orelse", "finalbody", "cases")
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _definitions(tree):
+  """The module, then its functions and classes in ast.walk's order (breadth first, fields in
+  order), walking only the statement lists that can hold them; ast.walk visits every
+  expression too, most of the parse's cost."""
+  yield tree
+  queue = collections.deque([tree])
+  while queue:
+    node = queue.popleft()
+    if isinstance(node, _DEFINITIONS):
+      yield node
+    for field in node._fields:
+      if field in _BODIES:
+        queue.extend(getattr(node, field))
+
+
 def _docstrings(path):
   try:
     with open(path, "rb") as f:
       tree = ast.parse(f.read(), filename=path)
   except (SyntaxError, ValueError, UnicodeDecodeError, OSError, RecursionError, MemoryError):
     return   # not Python 3.x source (or nested beyond the parser's limits: MemoryError too)
-  nodes = [tree] + [n for n in ast.walk(tree)
-                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-  for node in nodes:
+  for node in _definitions(tree):
     doc = ast.get_docstring(node)
     if doc:
       yield node, doc

@@ -293,6 +293,50 @@ def test_corpus_unedited_files_are_read_whole(tmp_path):
       doc for k in range(3) for doc in valid_py_documents(f"m{k}")]
 
 
+NESTED_PY = '''"""Module."""
+if x:
+  def f():
+    """F."""
+    class C:
+      def g(self): """G."""
+try:
+  pass
+except E:
+  def h(): """H."""
+else:
+  class D: """D."""
+finally:
+  def k(): """K."""
+match y:
+  case 1:
+    def m(): """M."""
+async def a(): """A."""
+for i in z:
+  def fo(): """Fo."""
+else:
+  def fe(): """Fe."""
+with q:
+  def w(): """W."""
+while 1:
+  lambda: 0
+  def wh(): """Wh."""
+'''
+
+
+def test_documents_come_in_ast_walks_order():
+  """The corpus reads definitions in ast.walk's order (breadth first): on definitions nested in
+  every kind of block, and on the standard library's own files."""
+  import ast  # pylint: disable=import-outside-toplevel
+  kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+  sources = [NESTED_PY] + [open(os.path.join(os.path.dirname(os.__file__), name),
+                                encoding="utf-8").read()
+                           for name in ("argparse.py", "typing.py", "asyncio/tasks.py")]
+  for source in sources:
+    tree = ast.parse(source)
+    want = [tree] + [n for n in ast.walk(tree) if isinstance(n, kinds)]
+    assert list(corpus._definitions(tree)) == want        # pylint: disable=protected-access
+
+
 def test_pretraining_text_crlf_documents_and_bom(tmp_path, tok):
   # CRLF blank lines ("\r\n\r\n") were not seen as document ends: shards were cut inside
   # documents (at the first newline after 1 MiB without a "\n\n", or mid-document).
