@@ -119,9 +119,24 @@ class Diagnostics:
   def __init__(self, pipe):
     import tensorflow as tf
     self.tf, self.pipe, self.p = tf, pipe, pipe.p
+    # One task per setting and one model per task, loaded at each checkpoint in turn: what is
+    # traced on a model (the held-out step, compiled by XLA; the probe's forward) is traced
+    # once per task, not once per checkpoint.
+    self._tasks, self._models, self._functions = {}, {}, {}
+
+  def _function(self, key, make):
+    if key not in self._functions:
+      self._functions[key] = make()
+    return self._functions[key]
 
   # ---- models -------------------------------------------------------------------------------
   def task(self, objective, mode="mpnet", permute=True, split_dir=None):
+    key = (objective, mode, permute, split_dir)
+    if key not in self._tasks:
+      self._tasks[key] = self._new_task(*key)
+    return self._tasks[key]
+
+  def _new_task(self, objective, mode, permute, split_dir):
     from modeling import families
     from modeling.run_config import RunConfig
     from pretraining import objectives
@@ -144,8 +159,13 @@ class Diagnostics:
     import keras
     from modeling import checkpoint
     keras.utils.set_random_seed(self.pipe.seed)
-    model = task.build_model()
-    model.ensure_built()
+    if id(task) not in self._models:
+      model = task.build_model()
+      model.ensure_built()
+      self._models[id(task)] = (model, [v.numpy() for v in model.variables])
+    model, fresh = self._models[id(task)]
+    for variable, value in zip(model.variables, fresh):   # the seeded fresh weights, then
+      variable.assign(value)                                # the checkpoint's over them
     if step:
       objective = task.config.objective
       prefix = os.path.join(self.pipe.pretrain_dir(run or objective), "ckpt", f"ckpt-{step}")
@@ -162,10 +182,15 @@ class Diagnostics:
                                          c.bsz_per_host, False, split="valid", repeat=False)
     state = task.initial_state()
 
-    @tf.function(jit_compile=True)
-    def step(batch, state, i):
-      logits, target, mask, _, new_state = task.predict(model, batch, state, i, training=False)
-      return losses.lm_loss(logits, target, mask), tf.cast(new_state, state.dtype)
+    def make():
+      @tf.function(jit_compile=True)
+      def step(batch, state, i):
+        logits, target, mask, _, new_state = task.predict(model, batch, state, i,
+                                                          training=False)
+        return losses.lm_loss(logits, target, mask), tf.cast(new_state, state.dtype)
+      return step
+
+    step = self._function(("heldout", id(task), id(model)), make)
 
     total = []
     with pipeline.named_record_errors(c.record_dir, "valid"):   # tf.data names no file
@@ -191,12 +216,16 @@ class Diagnostics:
     encoder = model.encoder
     family = families.get(model_type)
 
-    @tf.function(reduce_retracing=True)
-    def forward(ids, seg, mask):
-      h, summary = family.encode_rows(encoder, ids, seg, mask)
-      real = 1.0 - mask[:, :, None]
-      mean = tf.reduce_sum(h * real, 1) / tf.maximum(tf.reduce_sum(real, 1), 1.0)
-      return tf.concat([summary, mean], -1)
+    def make():
+      @tf.function(reduce_retracing=True)
+      def forward(ids, seg, mask):
+        h, summary = family.encode_rows(encoder, ids, seg, mask)
+        real = 1.0 - mask[:, :, None]
+        mean = tf.reduce_sum(h * real, 1) / tf.maximum(tf.reduce_sum(real, 1), 1.0)
+        return tf.concat([summary, mean], -1)
+      return forward
+
+    forward = self._function(("features", id(model), model_type), make)
 
     out = []
     for i in range(0, len(rows["input_ids"]), 128):

@@ -232,6 +232,34 @@ def test_quickstart_tiny_end_to_end(quickstart_tiny):
   assert rerun.stdout.count("done in an earlier run") == len(stages)
 
 
+def test_diagnostics_load_each_checkpoint_into_one_model_per_task(quickstart_tiny):
+  """Diagnostics builds one model per task and loads each checkpoint into it (its held-out
+  step compiled once): the weights and held-out losses are those of a model built afresh for
+  each checkpoint, and step 0 after a checkpoint is the seeded fresh model again."""
+  from reproduction import diagnostics
+  pipe = pipeline_lib.Pipeline(PRESETS["tiny"], str(quickstart_tiny.out))
+  reused = diagnostics.Diagnostics(pipe)
+  task = reused.task("plm")
+  assert reused.task("plm") is task
+  got = {}
+  for step in (5, 10, 0):
+    model = reused.model(task, step)
+    got[step] = ([v.numpy() for v in model.variables],
+                 reused.heldout_loss(task, model) if step else None)
+  steps = [f for f in reused._functions.values()]            # pylint: disable=protected-access
+  assert [f.experimental_get_tracing_count() for f in steps] == [1]
+  for step in (5, 10, 0):
+    fresh = diagnostics.Diagnostics(pipe)                  # a new model for this checkpoint
+    model = fresh.model(fresh.task("plm"), step)
+    want = [v.numpy() for v in model.variables]
+    assert len(want) == len(got[step][0]) > 10
+    for a, b in zip(got[step][0], want):
+      np.testing.assert_array_equal(a, b)
+    if step:
+      assert got[step][1] == fresh.heldout_loss(fresh.task("plm"), model)
+  assert not all(np.array_equal(a, b) for a, b in zip(got[5][0], got[10][0]))
+
+
 def test_chosen_lr_is_the_best_dev_score_with_ties_to_the_smaller_rate():
   res = lambda acc: {"metrics": {"accuracy": acc}}
   results = {"classify-plm-lr0.0001": res(0.4), "classify-plm-lr0.0003": res(0.6),
