@@ -11,6 +11,7 @@ Shapes: B rows per replica, L tokens, P predictions per row, V vocabulary.
 import abc
 import dataclasses
 import json
+import weakref
 
 from data_utils import fileio
 
@@ -70,6 +71,21 @@ class Objective(abc.ABC):
   def export_encoder(self, task, model_dir, sp_model, uncased=False, log=print):
     """With exports_encoder: MODEL_DIR/export/saved_model, the encoder on raw text."""
     raise NotImplementedError(f"--objective={self.name} exports no encoder SavedModel")
+
+
+_SCORERS = weakref.WeakKeyDictionary()       # model -> {key: traced forward}
+
+
+def scorer(model, forward, key=None):
+  """`forward` (model inputs -> a tensor) as one tf.function per model and `key`, made at the
+  first call: the zero-shot scorers run thousands of batches of varying shapes through one
+  model, which eager execution dispatches op by op (reduce_retracing: one graph for them all
+  after the second shape)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  made = _SCORERS.setdefault(model, {})
+  if key not in made:
+    made[key] = tf.function(forward, reduce_retracing=True, autograph=False)
+  return made[key]
 
 
 # ---- the export's record (pretraining/task.py's on_end, the objectives' export_encoder) -----

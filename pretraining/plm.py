@@ -110,7 +110,9 @@ class PLM(objective.Objective):
       chunk = rows[i:i + batch_size]
       parts = [self.span_inputs(r, length, n_predict) for r in chunk]
       inputs = {k: tf.constant(np.concatenate([p[k] for p in parts])) for k in parts[0]}
-      logits = model(inputs, training=False, query_stream=self.query_stream)["logits"]
+      logits = objective.scorer(
+          model, lambda x: model(x, training=False, query_stream=self.query_stream)["logits"],
+          ("logits", self.query_stream))(inputs)
       for k, row in enumerate(chunk):
         p = row.end - row.start
         out.append(_log_probs(logits[k, :p], np.asarray(row.input_ids)[row.start:row.end]))

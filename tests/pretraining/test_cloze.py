@@ -175,6 +175,29 @@ def test_batched_rows_score_as_each_row_alone(name):
     np.testing.assert_allclose(got, alone, rtol=0, atol=2e-5)
 
 
+@pytest.mark.parametrize("name", ["plm", "mlm", "mpnet"])
+def test_scoring_traces_one_graph_for_every_shape_and_scores_as_eager(name, monkeypatch):
+  """The scorers' forward is one tf.function per model (pretraining/objective.scorer): rows of
+  five lengths, one batch each, trace it at most twice (reduce_retracing), and every row's
+  log-probabilities are those of the model called eagerly."""
+  from pretraining import objective as objective_lib
+  objective = objectives.get(name)
+  task, model = _task(name)
+  rows = [cloze.Row((17,) * n + (SEP_ID, 18, 19, SEP_ID, CLS_ID), (0,) * (n + 1) + (1, 1, 1, 2),
+                    n + 1, n + 3) for n in (1, 2, 3, 5, 8)]
+  traced = [objective.span_log_probs_many(task, model, [rows[0]])[0]]
+  scorers = objective_lib._SCORERS[model]                     # pylint: disable=protected-access
+  made = list(scorers.values())
+  traced += [objective.span_log_probs_many(task, model, [row])[0] for row in rows[1:]]
+  assert list(scorers.values()) == made and len(made) == 1
+  assert 1 <= made[0].experimental_get_tracing_count() <= 2
+  monkeypatch.setattr(objective_lib, "scorer", lambda model, forward, key=None: forward)
+  for row, got in zip(rows, traced):
+    eager = objective.span_log_probs_many(task, model, [row])[0]
+    assert got.shape == (2,)
+    np.testing.assert_allclose(got, eager, rtol=0, atol=1e-5)
+
+
 def test_word_rows_blank_each_word_in_turn():
   tok = WordTokenizer()
   rows = cloze.word_rows(tok, "a b  c", seq_len=16)
