@@ -82,7 +82,7 @@ class MPNet(objective.Objective):
       key_pad = tf.gather(tf.constant(pad), inputs["content_pos"], batch_dims=1)[:, None, :]
       inputs["content_mask"] = tf.logical_or(inputs["content_mask"], key_pad)
       inputs["query_mask"] = tf.logical_or(inputs["query_mask"], key_pad)
-    logits = objective.scorer(model, lambda x: model(x, training=False), "logits")(inputs)
+    logits = objective.scorer(model, lambda m, x: m(x, training=False), "logits")(inputs)
     logp = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
     return list(tf.gather(logp, inputs["targets"], batch_dims=2).numpy())
 

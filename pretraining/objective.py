@@ -77,14 +77,16 @@ _SCORERS = weakref.WeakKeyDictionary()       # model -> {key: traced forward}
 
 
 def scorer(model, forward, key=None):
-  """`forward` (model inputs -> a tensor) as one tf.function per model and `key`, made at the
-  first call: the zero-shot scorers run thousands of batches of varying shapes through one
-  model, which eager execution dispatches op by op (reduce_retracing: one graph for them all
-  after the second shape)."""
+  """`forward(model, inputs) -> tensor` as one tf.function of the inputs per model and `key`,
+  made at the first call: the zero-shot scorers run thousands of batches of varying shapes
+  through one model, which eager execution dispatches op by op (reduce_retracing: one graph
+  for them all after the second shape). The function holds the model weakly: it goes with it."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   made = _SCORERS.setdefault(model, {})
   if key not in made:
-    made[key] = tf.function(forward, reduce_retracing=True, autograph=False)
+    ref = weakref.ref(model)
+    made[key] = tf.function(lambda inputs: forward(ref(), inputs), reduce_retracing=True,
+                            autograph=False)
   return made[key]
 
 

@@ -111,7 +111,7 @@ class PLM(objective.Objective):
       parts = [self.span_inputs(r, length, n_predict) for r in chunk]
       inputs = {k: tf.constant(np.concatenate([p[k] for p in parts])) for k in parts[0]}
       logits = objective.scorer(
-          model, lambda x: model(x, training=False, query_stream=self.query_stream)["logits"],
+          model, lambda m, x: m(x, training=False, query_stream=self.query_stream)["logits"],
           ("logits", self.query_stream))(inputs)
       for k, row in enumerate(chunk):
         p = row.end - row.start

@@ -3,6 +3,9 @@ layout, the visibility of the span's tokens as an exact matrix and as informatio
 real tiny models, the accuracy and its noise, and a hand-built model whose right option is
 known."""
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -191,11 +194,16 @@ def test_scoring_traces_one_graph_for_every_shape_and_scores_as_eager(name, monk
   traced += [objective.span_log_probs_many(task, model, [row])[0] for row in rows[1:]]
   assert list(scorers.values()) == made and len(made) == 1
   assert 1 <= made[0].experimental_get_tracing_count() <= 2
-  monkeypatch.setattr(objective_lib, "scorer", lambda model, forward, key=None: forward)
+  monkeypatch.setattr(objective_lib, "scorer",
+                      lambda model, forward, key=None: lambda x: forward(model, x))
   for row, got in zip(rows, traced):
     eager = objective.span_log_probs_many(task, model, [row])[0]
     assert got.shape == (2,)
     np.testing.assert_allclose(got, eager, rtol=0, atol=1e-5)
+  alive, size = weakref.ref(model), len(objective_lib._SCORERS)   # pylint: disable=W0212
+  del task, model, made, scorers                 # the scorer keeps no model alive
+  gc.collect()
+  assert alive() is None and len(objective_lib._SCORERS) == size - 1   # pylint: disable=W0212
 
 
 def test_word_rows_blank_each_word_in_turn():
