@@ -155,7 +155,7 @@ def _as_ragged(ids, name):
   return ids
 
 
-def _gather_rows(ids, start, pos, pad_id):
+def gather_rows(ids, start, pos, pad_id):
   """out[n, p] = ids[n, p - start[n]] (clipped; the caller masks what is outside the row).
 
   Args:
@@ -210,7 +210,7 @@ def pack_pair(ids_a, ids_b, max_len, bos_id, eos_id, pad_id):
   pos = tf.range(max_len, dtype=tf.int32)[None, :]
   end_a = (1 + keep_a)[:, None]                 # first position after A
   out = tf.where(pos == 0, bos_id, pad_id)
-  out = tf.where((pos >= 1) & (pos < end_a), _gather_rows(ids_a, tf.ones_like(len_a), pos, pad_id),
+  out = tf.where((pos >= 1) & (pos < end_a), gather_rows(ids_a, tf.ones_like(len_a), pos, pad_id),
                  out)
   if ids_b is None:
     out = tf.where(pos == end_a, eos_id, out)
@@ -220,7 +220,7 @@ def pack_pair(ids_a, ids_b, max_len, bos_id, eos_id, pad_id):
     end_b = start_b + keep_b[:, None]
     out = tf.where((pos == end_a) | (pos == end_a + 1) | (pos == end_b), eos_id, out)
     out = tf.where((pos >= start_b) & (pos < end_b),
-                   _gather_rows(ids_b, start_b[:, 0], pos, pad_id), out)
+                   gather_rows(ids_b, start_b[:, 0], pos, pad_id), out)
     length = end_b + 1
   return {"input_ids": tf.ensure_shape(out, [None, max_len]),
           "input_mask": tf.ensure_shape(tf.cast(pos >= length, tf.float32), [None, max_len])}
