@@ -23,6 +23,16 @@ SEG_PAD = 4
 # SQuAD windows (finetuning/squad_features.py, serving/squad_graph.py): xlnet
 # `doc <sep> q <sep> <cls>` right padded with segment 3, mpnet `<s> q </s></s> doc </s>`
 SQUAD_SEG_PAD = 3
+# What a fine-tuned model reads of a row, whatever the family and task (SQuAD's windows use
+# all five); a batch's other keys (labels, example indices) are the task's.
+MODEL_INPUTS = ("input_ids", "seg_ids", "input_mask", "p_mask", "cls_index")
+
+
+def model_inputs(batch):
+  """The fine-tuned model's inputs of a batch (MODEL_INPUTS), its labels and indices left out:
+  what a SavedModel gives the model, so that evaluation and export share one trace
+  (training/task.inference_fn)."""
+  return {k: batch[k] for k in MODEL_INPUTS if k in batch}
 
 
 class XLNetRows:

@@ -171,7 +171,7 @@ class ClassifierTask(task_lib.TokenizerFromFlags, Task):
     forward = task_lib.inference_fn(model)
     outs, labels = [], []
     for batch in ds:
-      outs.append(np.asarray(forward(batch).numpy(), np.float64))
+      outs.append(np.asarray(forward(layouts.model_inputs(batch)).numpy(), np.float64))
       labels.append(batch["label"].numpy())
     return np.concatenate(outs), np.concatenate(labels)
 

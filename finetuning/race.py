@@ -302,7 +302,8 @@ class RaceTask(classifier_task.ClassifierTask):
     forward = task_lib.inference_fn(model)
     logits, labels = [], []
     for batch in ds:
-      logits.append(np.asarray(forward(batch), np.float32).reshape(-1, N_CHOICE))
+      logits.append(np.asarray(forward(layouts.model_inputs(batch)), np.float32)
+                    .reshape(-1, N_CHOICE))
       labels.append(batch["label"].numpy())
     return np.concatenate(logits), np.concatenate(labels)
 

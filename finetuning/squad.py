@@ -150,7 +150,7 @@ class SquadTask(Task):
     forward = task_lib.inference_fn(model)
     outs = collections.defaultdict(list)
     for batch in ds:
-      for k, v in forward(batch).items():
+      for k, v in forward(layouts.model_inputs(batch)).items():
         outs[k].append(v.numpy())
     outs = {k: np.concatenate(v) for k, v in outs.items()}
     preds, nbest, null_odds = extract_answers(examples, infos, outs, self.c.start_n_top,

@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from data_utils import fileio, layouts, outputs
 from serving import packing, utf8
+from training import task as task_lib
 
 SIGNATURE = "serving_default"
 RACE_ANSWERS = ("A", "B", "C", "D")
@@ -95,10 +96,13 @@ def check_padding(padding, xla):
 
 
 def model_call(model, xla):
-  """rows -> model outputs (inference); with `xla`, compiled by XLA (once per batch shape,
-  which padding="buckets" keeps to a few per batch size)."""
-  call = lambda rows: model(rows, training=False)
-  return tf.function(call, jit_compile=True) if xla else call
+  """rows -> model outputs (inference). Without `xla`, the function evaluation traced
+  (training/task.inference_fn): an export after training traces the model no more. With
+  `xla`, compiled by XLA (once per batch shape, which padding="buckets" keeps to a few per
+  batch size)."""
+  if xla:
+    return tf.function(lambda rows: model(rows, training=False), jit_compile=True)
+  return task_lib.inference_fn(model)
 
 
 def classifier_module(model, tokenizer, model_type, max_seq_length, labels, pair, padding=None,
@@ -362,6 +366,11 @@ def save(module, export_dir, probes, expected, atol=1e-4, log=print, flag="expor
   check_export_dir(export_dir, flag)
   tmp = f"{export_dir}.tmp-{uuid.uuid4().hex[:8]}"
   try:
+    # traced here, not inside tf.saved_model.save, whose context is part of tf.function's
+    # cache key: so the model's call in it is the function evaluation already traced
+    # (model_call); the module keeps the traced signature, which is what is saved
+    if hasattr(module.serving_default, "get_concrete_function"):   # not yet traced
+      module.serving_default = module.serving_default.get_concrete_function()
     tf.saved_model.save(module, tmp, signatures={SIGNATURE: module.serving_default})
     serve = tf.saved_model.load(tmp).signatures[SIGNATURE]
     got = serve(**{k: tf.constant(v) for k, v in probes.items()})

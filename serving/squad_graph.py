@@ -20,7 +20,7 @@ from data_utils.tokenization import CLS_ID, SEP_ID
 from data_utils import layouts
 from serving import utf8
 
-MODEL_INPUTS = ("input_ids", "seg_ids", "input_mask", "p_mask", "cls_index")
+MODEL_INPUTS = layouts.MODEL_INPUTS     # a window holds every model input
 WINDOW_INFOS = ("example_index", "span_start", "length", "doc_offset")
 
 def window_counts(doc_lengths, max_doc, doc_stride):

@@ -51,17 +51,38 @@ _INFERENCE_FNS = weakref.WeakKeyDictionary()
 
 
 def inference_fn(model):
-  """`model(batch, training=False)` as a tf.function, one per model while it lives: the
-  evaluations of a run (at each checkpoint, then on the best weights) and its predictions share
-  its traces, instead of tracing and optimizing the graph again at every call. It holds the
-  model weakly (the function is no reason to keep a model)."""
-  fn = _INFERENCE_FNS.get(model)
-  if fn is None:
+  """`model(batch, training=False)` as a function traced once per model while it lives.
+
+  It is traced once per structure of batch (its keys, dtypes and ranks) with the batch and
+  sequence lengths unknown, so the evaluations of a run (at each checkpoint, then on the best
+  weights), its predictions and, on the model's inputs alone (layouts.model_inputs), its
+  SavedModel export (serving/export.model_call) share one trace, whatever their lengths,
+  instead of tracing and optimizing the graph again. It holds the model weakly (the function is
+  no reason to keep a model).
+
+  Returns:
+    forward(batch): batch a dict of tensors or arrays, [batch, seq] (RACE: [batch, 4, seq]);
+    returns what the model's call does.
+  """
+  forward = _INFERENCE_FNS.get(model)
+  if forward is None:
     ref = weakref.ref(model)
-    fn = tf.function(lambda batch: ref()(batch, training=False), reduce_retracing=True,
-                     autograph=False)        # the model's call: plain TensorFlow ops
-    _INFERENCE_FNS[model] = fn
-  return fn
+    traced = tf.function(lambda batch: ref()(batch, training=False),
+                         autograph=False)        # the model's call: plain TensorFlow ops
+
+    def forward(batch):
+      batch = tf.nest.map_structure(tf.convert_to_tensor, batch)
+      return traced.get_concrete_function(tf.nest.map_structure(_any_length, batch))(batch)
+    forward.traced = traced                      # its tracing count: the tests'
+    _INFERENCE_FNS[model] = forward
+  return forward
+
+
+def _any_length(tensor):
+  """The TensorSpec of `tensor` with its first and last dimensions unknown: [batch] or
+  [batch, ..., seq] (RACE's choices, the middle dimension, stay known)."""
+  shape = tensor.shape.as_list()
+  return tf.TensorSpec([None] + shape[1:-1] + [None] * (len(shape) > 1), tensor.dtype)
 
 
 def static_batches(ds, batch_size):

@@ -4,6 +4,7 @@ encoder; XLNet cased and uncased, MPNet with WordPiece), through tf.saved_model.
 three of them, through a TF1 session (how TF Serving and saved_model_cli load a SavedModel);
 publication is atomic and checked."""
 
+import functools
 import json
 import os
 import sys
@@ -14,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import fileio, tokenization, wordpiece
-from finetuning import classifier_data, classifier_task, race, squad
+from finetuning import classifier_data, classifier_features, classifier_task, race, squad
 from finetuning.squad import SquadConfig, SquadTask
 from modeling.mpnet import encoder as mpnet
 from modeling.mpnet import models as mpnet_models
@@ -328,6 +329,47 @@ def test_xla_exports_pad_to_buckets_and_give_the_python_paths_outputs(tmp_path, 
                                                                  model_type="xlnet"),
                                     tokenizer=tok, max_qa_length=12)
   race.export_race(race_task, race_model, str(tmp_path / "race"), log=lambda _: None, xla=True)
+
+
+def _count_traces(monkeypatch, model_type):
+  """[n]: how many times `model_type`'s call is traced (run inside a tf.function's graph)."""
+  traces, call = [0], model_type.call
+
+  @functools.wraps(call)          # Keras reads the call's signature
+  def counting(self, *args, **kwargs):
+    traces[0] += tf.inside_function()
+    return call(self, *args, **kwargs)
+  monkeypatch.setattr(model_type, "call", counting)
+  return traces
+
+
+def test_an_export_after_evaluation_traces_the_model_no_more(tmp_path, tokenizers, monkeypatch):
+  """The export's model call (no XLA) is the function the run's evaluation and predictions
+  traced (training/task.inference_fn: the model's inputs alone, any batch and sequence
+  length), so exporting after them adds no trace of the model: SQuAD (predictions, then the
+  export) and a classifier (evaluation batches with their labels, then the export)."""
+  tok = tokenizers["cased"]
+  model = _randomize(XLNetSquadModel(_xlnet_config(tok.vocab_size), RUN, start_n_top=3,
+                                     end_n_top=3).ensure_built(), 8)
+  traces = _count_traces(monkeypatch, XLNetSquadModel)      # from here on: building traces too
+  sq_task = _squad_task(tmp_path, tok, model.config)
+  sq_task.predict(model, _squad_file(tmp_path / "dev.json", ["Who sold 1,000?", "When?"],
+                                     [TEXTS[0], LONG]), str(tmp_path))
+  assert traces == [1]
+  squad.export_squad(sq_task, model, str(tmp_path / "squad"), log=lambda _: None)
+  assert traces == [1]
+
+  task, model = _xlnet_classifier_task(tok, "mnli", 24, 9)
+  traces = _count_traces(monkeypatch, XLNetClassifier)
+  feats = classifier_features.encode(
+      tok, [classifier_data.Example(str(k), a, b) for k, (a, b) in enumerate(zip(TEXTS, PAIRS))],
+      24, task.spec.labels, "xlnet")
+  batches = tf.data.Dataset.from_tensor_slices(
+      {k: feats[k] for k in ("input_ids", "seg_ids", "input_mask", "label")}).batch(3)
+  classifier_task.ClassifierTask._forward(None, model, batches)   # pylint: disable=protected-access
+  assert traces == [1]
+  classifier_task.export_classifier(task, model, str(tmp_path / "cls"), log=lambda _: None)
+  assert traces == [1]
 
 
 def test_a_task_type_without_an_export_is_refused_before_training():

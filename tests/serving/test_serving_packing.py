@@ -132,15 +132,17 @@ def test_length_buckets_and_bucketed_padding():
 
 
 class _Spy(tf.Module):
-  """A model that records the length of the rows it is given and returns, per row, a value of
-  its tokens only (so any padding gives the same outputs)."""
+  """A model that records the length of the rows it was last given (in a variable: its call is
+  traced, at any length) and returns, per row, a value of its tokens only (so any padding gives
+  the same outputs)."""
 
   def __init__(self, n_out):
     super().__init__()
-    self.lengths, self.n_out, self.weights = [], n_out, []
+    self.n_out, self.weights = n_out, []
+    self.length = tf.Variable(0)
 
   def __call__(self, rows, training=False):
-    self.lengths.append(int(rows["input_ids"].shape[-1]))
+    self.length.assign(tf.shape(rows["input_ids"])[-1])
     keep = 1.0 - rows["input_mask"]
     total = tf.reduce_sum(tf.cast(rows["input_ids"], tf.float32) * keep, -1)
     return tf.stack([total * (k + 1) for k in range(self.n_out)], -1)
@@ -156,9 +158,12 @@ def test_served_rows_are_padded_to_the_longest_row_or_its_bucket():
     spy = _Spy(2)
     serve = export.classifier_module(spy, tok, "xlnet", 64, ("a", "b"), pair=False,
                                      padding=padding).serving_default.python_function
-    outs[padding] = serve(texts), serve(texts[:2])                   # run eagerly
-    assert spy.lengths == {"max": [64, 64], "longest": [22, 5],       # + <sep> <cls>
-                           "buckets": [32, 16]}[padding], padding
+    outs[padding], lengths = [], []
+    for batch in (texts, texts[:2]):                                  # run eagerly
+      outs[padding].append(serve(batch))
+      lengths.append(int(spy.length.numpy()))
+    assert lengths == {"max": [64, 64], "longest": [22, 5],           # + <sep> <cls>
+                       "buckets": [32, 16]}[padding], padding
   for padding in ("longest", "buckets"):
     for batch, want in zip(outs[padding], outs["max"]):
       for key in ("logits", "label"):
