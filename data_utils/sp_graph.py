@@ -147,11 +147,20 @@ class _CharMap(tf.Module):
 
 
 def _expand(counts):
-  """Element i repeated counts[i] times: (source index int32 [sum], index within its copies)."""
-  total = tf.reduce_sum(counts)
-  src = tf.repeat(tf.range(tf.size(counts)), counts)
-  first = tf.cumsum(counts, exclusive=True)
-  return src, tf.range(total) - tf.gather(first, src)
+  """Element i repeated counts[i] times, for int32 counts >= 0: tf.repeat(tf.range(n), counts)
+  found by searching the running sums (a few ops to trace, where tf.repeat's general form makes
+  some fifty).
+
+  Args:
+    counts: int32 [n].
+
+  Returns:
+    (source index int32 [sum(counts)], index within its copies int32 [sum(counts)]).
+  """
+  ends = tf.cumsum(counts)
+  position = tf.range(tf.reduce_sum(counts))
+  src = tf.searchsorted(ends, position, side="right")
+  return src, position - tf.gather(ends - counts, src)
 
 
 def _new_splits(counts, splits):
@@ -190,8 +199,9 @@ def _row_bounds(splits):
   """(row start int32 [T], row end int32 [T]) of each flat element."""
   splits = tf.cast(splits, tf.int32)
   lengths = splits[1:] - splits[:-1]
-  start = tf.repeat(splits[:-1], lengths)
-  return start, start + tf.repeat(lengths, lengths)
+  row, _ = _expand(lengths)
+  start = tf.gather(splits[:-1], row)
+  return start, start + tf.gather(lengths, row)
 
 
 def _utf8_length(cps):
