@@ -11,7 +11,6 @@ Shapes: B rows per replica, L tokens, P predictions per row, V vocabulary.
 import abc
 import dataclasses
 import json
-import weakref
 
 from data_utils import fileio
 
@@ -73,21 +72,18 @@ class Objective(abc.ABC):
     raise NotImplementedError(f"--objective={self.name} exports no encoder SavedModel")
 
 
-_SCORERS = weakref.WeakKeyDictionary()       # model -> {key: traced forward}
-
-
 def scorer(model, forward, key=None):
   """`forward(model, inputs) -> tensor` as one tf.function of the inputs per model and `key`,
   made at the first call: the zero-shot scorers run thousands of batches of varying shapes
   through one model, which eager execution dispatches op by op (reduce_retracing: one graph
-  for them all after the second shape). The function holds the model weakly: it goes with it."""
+  for them all after the second shape). It holds the model weakly (training/task.
+  model_function): it goes with it."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  made = _SCORERS.setdefault(model, {})
-  if key not in made:
-    ref = weakref.ref(model)
-    made[key] = tf.function(lambda inputs: forward(ref(), inputs), reduce_retracing=True,
-                            autograph=False)
-  return made[key]
+  from training import task as task_lib  # pylint: disable=import-outside-toplevel
+  return task_lib.model_function(
+      model, ("scorer", key),
+      lambda ref: tf.function(lambda inputs: forward(ref(), inputs), reduce_retracing=True,
+                              autograph=False))
 
 
 # ---- the export's record (pretraining/task.py's on_end, the objectives' export_encoder) -----

@@ -47,7 +47,17 @@ def host_examples(ds, input_context):
   return ds
 
 
-_INFERENCE_FNS = weakref.WeakKeyDictionary()
+_MODEL_FUNCTIONS = weakref.WeakKeyDictionary()      # model -> {key: function}
+
+
+def model_function(model, key, make):
+  """`make(ref)`, made once per model and `key` while the model lives: a function of the model
+  (a traced forward) kept with it. `ref` is a weak reference to the model, so the function is
+  no reason to keep the model, and it goes with it."""
+  made = _MODEL_FUNCTIONS.setdefault(model, {})
+  if key not in made:
+    made[key] = make(weakref.ref(model))
+  return made[key]
 
 
 def inference_fn(model):
@@ -57,24 +67,24 @@ def inference_fn(model):
   sequence lengths unknown, so the evaluations of a run (at each checkpoint, then on the best
   weights), its predictions and, on the model's inputs alone (layouts.model_inputs), its
   SavedModel export (serving/export.model_call) share one trace, whatever their lengths,
-  instead of tracing and optimizing the graph again. It holds the model weakly (the function is
-  no reason to keep a model).
+  instead of tracing and optimizing the graph again (model_function: it holds the model
+  weakly).
 
   Returns:
     forward(batch): batch a dict of tensors or arrays, [batch, seq] (RACE: [batch, 4, seq]);
     returns what the model's call does.
   """
-  forward = _INFERENCE_FNS.get(model)
-  if forward is None:
-    ref = weakref.ref(model)
-    traced = tf.function(lambda batch: ref()(batch, training=False),
-                         autograph=False)        # the model's call: plain TensorFlow ops
+  return model_function(model, "inference", _inference)
 
-    def forward(batch):
-      batch = tf.nest.map_structure(tf.convert_to_tensor, batch)
-      return traced.get_concrete_function(tf.nest.map_structure(_any_length, batch))(batch)
-    forward.traced = traced                      # its tracing count: the tests'
-    _INFERENCE_FNS[model] = forward
+
+def _inference(ref):
+  traced = tf.function(lambda batch: ref()(batch, training=False),
+                       autograph=False)        # the model's call: plain TensorFlow ops
+
+  def forward(batch):
+    batch = tf.nest.map_structure(tf.convert_to_tensor, batch)
+    return traced.get_concrete_function(tf.nest.map_structure(_any_length, batch))(batch)
+  forward.traced = traced                      # its tracing count: the tests'
   return forward
 
 

@@ -184,12 +184,13 @@ def test_scoring_traces_one_graph_for_every_shape_and_scores_as_eager(name, monk
   five lengths, one batch each, trace it at most twice (reduce_retracing), and every row's
   log-probabilities are those of the model called eagerly."""
   from pretraining import objective as objective_lib
+  from training import task as task_lib
   objective = objectives.get(name)
   task, model = _task(name)
   rows = [cloze.Row((17,) * n + (SEP_ID, 18, 19, SEP_ID, CLS_ID), (0,) * (n + 1) + (1, 1, 1, 2),
                     n + 1, n + 3) for n in (1, 2, 3, 5, 8)]
   traced = [objective.span_log_probs_many(task, model, [rows[0]])[0]]
-  scorers = objective_lib._SCORERS[model]                     # pylint: disable=protected-access
+  scorers = task_lib._MODEL_FUNCTIONS[model]                  # pylint: disable=protected-access
   made = list(scorers.values())
   traced += [objective.span_log_probs_many(task, model, [row])[0] for row in rows[1:]]
   assert list(scorers.values()) == made and len(made) == 1

@@ -60,11 +60,11 @@ def test_inference_fn_is_one_function_per_model():
   np.testing.assert_array_equal(task_lib.inference_fn(other)({"x": np.ones([1, 1], np.float32)}),
                                 [[0.0]])
   gc.collect()                            # models of earlier tests, if garbage, gone first
-  held, gone = len(task_lib._INFERENCE_FNS), weakref.ref(other)
+  held, gone = len(task_lib._MODEL_FUNCTIONS), weakref.ref(other)
   del other
   gc.collect()
   assert gone() is None                   # the function does not keep its model alive
-  assert len(task_lib._INFERENCE_FNS) == held - 1     # and goes with it
+  assert len(task_lib._MODEL_FUNCTIONS) == held - 1     # and goes with it
 
 
 CONVERSIONS = r"""
